@@ -1,0 +1,72 @@
+"""The `capsule` command: a click group whose subcommands live in `capsule.commands.*`.
+
+Subcommands are imported lazily (by name, on first use) so that `capsule --help` and light commands
+never import torch or vLLM. Every `CapsuleError` becomes one `Error: ...` line and its exit code;
+`--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from capsule import __version__
+from capsule.errors import CapsuleError
+
+# command name -> "module:attribute"; each module is small and imports heavy libraries inside functions.
+COMMANDS: dict[str, str] = {
+    "fetch": "capsule.commands.fetch:fetch",
+}
+
+
+class CapsuleGroup(click.Group):
+    """A click group that loads subcommands on demand and turns CapsuleError into an exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CapsuleError as error:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"Error: {error}", err=True)
+            ctx.exit(error.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted: completed work is on disk; run the same command again to resume.", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=CapsuleGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+@click.version_option(__version__, prog_name="capsule")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Check a model card's IFEval claim: sealed plans, controls, and signed, verifiable results."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main(prog_name="capsule")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

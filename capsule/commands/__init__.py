@@ -1,0 +1,1 @@
+"""One module per `capsule` subcommand (or group): parse options, call a library function, print."""

@@ -1,0 +1,31 @@
+"""The capsule's errors: each carries a user-facing message and the exit code the CLI uses.
+
+Library code raises these and never prints; `capsule.cli` turns them into one `Error: ...` line.
+Exit codes: 2 bad input or an unavailable resource, 3 a failed verification (hash, signature, chain).
+"""
+
+from __future__ import annotations
+
+
+class CapsuleError(Exception):
+    """Base class: a problem the user can act on, described in one line (what, where, how to fix)."""
+
+    exit_code: int = 2
+
+
+class BadInputError(CapsuleError):
+    """A file, option or setting the user gave is malformed or inconsistent."""
+
+    exit_code = 2
+
+
+class UnavailableError(CapsuleError):
+    """Something the capsule needs cannot be reached or imported here (network, wheel, package)."""
+
+    exit_code = 2
+
+
+class VerificationError(CapsuleError):
+    """A checksum, signature, seal or hash chain does not match what was recorded."""
+
+    exit_code = 3
