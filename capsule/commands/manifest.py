@@ -1,0 +1,81 @@
+"""`capsule manifest`: fingerprint this machine; `capsule manifest diff A B`: compare two machines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.group(invoke_without_command=True)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=True, path_type=Path),
+    help="Write the manifest here (a file, or a run directory for manifest.json); default stdout.",
+)
+@click.option(
+    "--model-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Model directory to fingerprint (every file's sha256); default: none.",
+)
+@click.option(
+    "--prompts",
+    "prompts_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Prompt file to fingerprint (sha256); default: none.",
+)
+@click.option(
+    "--import-torch",
+    is_flag=True,
+    help="Import torch to record its live TF32 / determinism / attention flags (adds 2-4 s).",
+)
+@click.pass_context
+def manifest(
+    ctx: click.Context,
+    out: Path | None,
+    model_dir: Path | None,
+    prompts_path: Path | None,
+    import_torch: bool,
+) -> None:
+    """Fingerprint this machine's hardware, software, numerics settings, model and data as JSON."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from capsule.manifest import build_manifest, write_manifest
+
+    built = build_manifest(model_dir=model_dir, prompts_path=prompts_path, import_torch=import_torch)
+    if out is None:
+        click.echo(json.dumps(built, indent=2, sort_keys=True, ensure_ascii=False))
+        return
+    digest = write_manifest(out, built)
+    click.echo(
+        f"manifest: {out} (sha256 {digest}, {len(built['gpus'])} GPU(s), "
+        f"built in {built['capture']['elapsed_s']} s)",
+        err=True,
+    )
+
+
+@manifest.command("diff")
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["numerics", "never"]),
+    default="never",
+    show_default=True,
+    help="Exit 1 when a difference that can change numerics exists.",
+)
+def diff(a: Path, b: Path, as_json: bool, fail_on: str) -> None:
+    """Compare two manifests (files or run directories): what can change numerics, and what cannot."""
+    from capsule.manifest import diff_manifests, load_manifest
+    from capsule.manifest_diff import format_diff
+
+    result = diff_manifests(load_manifest(a), load_manifest(b))
+    if as_json:
+        click.echo(json.dumps({"a": str(a), "b": str(b), **result.to_dict()}, indent=2, sort_keys=True))
+    else:
+        click.echo(format_diff(result, label_a=str(a), label_b=str(b)), nl=False)
+    if fail_on == "numerics" and result.has_numerics:
+        click.get_current_context().exit(1)
