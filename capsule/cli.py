@@ -19,6 +19,7 @@ from capsule.errors import CapsuleError
 # command name -> "module:attribute"; each module is small and imports heavy libraries inside functions.
 COMMANDS: dict[str, str] = {
     "fetch": "capsule.commands.fetch:fetch",
+    "score": "capsule.commands.score:score",
     "manifest": "capsule.commands.manifest:manifest",
 }
 

@@ -1,0 +1,95 @@
+"""Responses to score: validated rows of (key, response), from memory or a generations JSONL file.
+
+A row names its prompt by `key`; a row without `key` but with the exact `prompt` text (as in Google's
+published response files) is matched to its key through the prompt file. Every problem is reported
+as one `BadInputError` naming where (file and line, or row number) and which key, before any
+scoring or writing happens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import BadInputError
+from capsule.prompts import Prompt
+
+
+@dataclass(frozen=True)
+class Response:
+    """One response to score: the prompt key and the text."""
+
+    key: int
+    response: str
+
+
+def _key_of(row: Mapping[str, Any], by_text: Mapping[str, int], where: str) -> int:
+    if "key" in row:
+        key = row["key"]
+        if isinstance(key, str) and key.strip().isdigit():
+            return int(key)
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise BadInputError(f"{where}: key {key!r} is not an integer")
+        return key
+    if isinstance(row.get("prompt"), str):
+        if row["prompt"] not in by_text:
+            raise BadInputError(f"{where}: no `key`, and its `prompt` text is not in the prompt file")
+        return by_text[row["prompt"]]
+    raise BadInputError(f"{where}: missing `key` (each row needs `key` and `response`)")
+
+
+def validate_rows(
+    rows: Iterable[tuple[str, Any]], prompts: Mapping[int, Prompt]
+) -> list[Response]:
+    """Check (where, row) pairs: a JSON object, a known, unique key, and a string response."""
+    by_text = {prompt.prompt: key for key, prompt in prompts.items()}
+    seen: dict[int, str] = {}
+    result: list[Response] = []
+    for where, row in rows:
+        if not isinstance(row, Mapping):
+            raise BadInputError(f"{where}: expected a JSON object with `key` and `response`")
+        key = _key_of(row, by_text, where)
+        if key not in prompts:
+            raise BadInputError(f"{where}: key {key} is not in the IFEval prompt file")
+        if key in seen:
+            raise BadInputError(f"{where}: duplicate key {key} (first at {seen[key]})")
+        seen[key] = where
+        response = row.get("response")
+        if not isinstance(response, str):
+            kind = "missing" if "response" not in row else f"a {type(response).__name__}, not a string"
+            raise BadInputError(f"{where}: key {key}: `response` is {kind}")
+        result.append(Response(key, response))
+    return result
+
+
+def rows_in_memory(rows: Iterable[Mapping[str, Any]]) -> Iterable[tuple[str, Any]]:
+    """Label in-memory rows `row N` (1-based) for error messages."""
+    return ((f"row {number}", row) for number, row in enumerate(rows, start=1))
+
+
+def rows_in_file(path: Path) -> list[tuple[str, Any]]:
+    """Read a JSONL file into (`path:line`, row) pairs; blank lines are skipped, bad JSON is an error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInputError(f"{path}: generations file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInputError(f"{path}: cannot read generations file ({error})") from error
+    pairs: list[tuple[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            pairs.append((where, json.loads(line)))
+        except json.JSONDecodeError as error:
+            raise BadInputError(f"{where}: not valid JSON ({error.msg})") from error
+    return pairs
+
+
+def read_generations(path: Path, prompts: Mapping[int, Prompt]) -> list[Response]:
+    """Read and validate a generations JSONL file (rows with `key` and `response`)."""
+    return validate_rows(rows_in_file(path), prompts)

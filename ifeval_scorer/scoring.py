@@ -1,0 +1,76 @@
+"""`score(rows, seed=...)`: the scorer's entry point, from validated rows to `Scores`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from capsule.prompts import Prompt, load_prompts
+from ifeval_scorer.evaluate import evaluate_prompt
+from ifeval_scorer.inputs import Response, rows_in_memory, validate_rows
+from ifeval_scorer.scores import Scores
+
+
+def pinned_prompts(path: Path | None = None) -> dict[int, Prompt]:
+    """The verified 541-row IFEval prompt file (fetched into the cache if needed), keyed by key."""
+    from capsule.fetch import fetch_prompts
+
+    return load_prompts(fetch_prompts(path).path)
+
+
+def score_responses(
+    responses: Iterable[Response], prompts: Mapping[int, Prompt], *, seed: int | None = 0
+) -> Scores:
+    """Score already validated responses against their prompts."""
+    verdicts = tuple(evaluate_prompt(prompts[item.key], item.response, seed) for item in responses)
+    return Scores(prompts=verdicts, seed=seed)
+
+
+def score(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    seed: int | None = 0,
+    prompts: Mapping[int, Prompt] | None = None,
+) -> Scores:
+    """Score rows with `key` (or the exact `prompt` text) and `response`.
+
+    `seed` (default 0) makes the result a pure function of (rows, seed); `seed=None` draws like
+    upstream's unseeded scorer, so calling it k times measures upstream's spread. Prompts come from
+    the pinned file unless given. Bad rows raise `BadInputError` before anything is scored.
+    """
+    table = prompts if prompts is not None else pinned_prompts()
+    return score_responses(validate_rows(rows_in_memory(rows), table), table, seed=seed)
+
+
+def default_output(generations: Path) -> Path:
+    """Where `capsule score` writes by default: `<name>.scores.jsonl` beside the generations file."""
+    name = generations.name.removesuffix(".jsonl")
+    return generations.with_name(f"{name}.scores.jsonl")
+
+
+def score_file(
+    generations: Path,
+    output: Path | None = None,
+    *,
+    seed: int | None = 0,
+    prompts_path: Path | None = None,
+) -> tuple[Scores, Path]:
+    """Score a generations JSONL file and write the scores JSONL (atomically); return both.
+
+    Every row is validated first: a bad row raises `BadInputError` naming the file, line and key,
+    and the output path is left untouched.
+    """
+    from capsule.atomic import write_text_atomic
+    from capsule.errors import BadInputError
+    from ifeval_scorer.inputs import read_generations
+
+    target = output if output is not None else default_output(generations)
+    if target.resolve() == generations.resolve():
+        raise BadInputError(f"{target}: output would overwrite the generations file; pass another --output")
+    table = pinned_prompts(prompts_path)
+    scores = score_responses(read_generations(generations, table), table, seed=seed)
+    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in scores.rows)
+    write_text_atomic(target, lines)
+    return scores, target
