@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "fetch": "capsule.commands.fetch:fetch",
     "score": "capsule.commands.score:score",
     "manifest": "capsule.commands.manifest:manifest",
+    "prereg": "capsule.commands.prereg:prereg",
 }
 
 

@@ -1,0 +1,114 @@
+"""`capsule prereg seal | amend | redact | verify | confirm-redaction`: the pre-registration ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+_LEDGER = click.option(
+    "--ledger",
+    "ledger_path",
+    type=click.Path(path_type=Path),
+    default=Path("prereg/ledger.jsonl"),
+    show_default=True,
+    help="The ledger; entry paths are relative to its grandparent (the repo root).",
+)
+
+
+def _show(entry: dict[str, Any]) -> str:
+    extra = f"  of {entry['of']}" if entry["kind"] == "amend" else ""
+    if entry["kind"] == "redact":
+        extra = (
+            f"  {entry['occurrences']} x {entry['token_bytes']} bytes, sealed {entry['sealed_sha256'][:16]}"
+        )
+    head = f"{entry['seq']:>4}  {entry['time']}  {entry['kind']:<6}"
+    return f"{head}  {entry['path']}  {entry['sha256'][:16]}{extra}"
+
+
+@click.group()
+def prereg() -> None:
+    """Seal plans before any score exists, and verify that nothing sealed has changed."""
+
+
+@prereg.command()
+@click.argument("plan", type=click.Path(path_type=Path))
+@click.option("--note", required=True, help="What is sealed and why (recorded in the entry).")
+@_LEDGER
+def seal(plan: Path, note: str, ledger_path: Path) -> None:
+    """Validate PLAN (plan.toml or its directory) and seal it with its rationale and controls files."""
+    from capsule.sealing import seal_plan
+
+    entries = seal_plan(plan, note, ledger_path)
+    if not entries:
+        click.echo(f"{plan}: already sealed with these bytes; nothing appended")
+    for entry in entries:
+        click.echo(f"sealed {_show(entry)}")
+
+
+@prereg.command()
+@click.argument("new_plan", type=click.Path(path_type=Path))
+@click.option(
+    "--of", "old_plan", type=click.Path(path_type=Path), required=True, help="The sealed plan it amends."
+)
+@click.option("--reason", required=True, help="Why (must equal the new file's amend_reason).")
+@_LEDGER
+def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> None:
+    """Seal NEW_PLAN as an amendment of a sealed plan; the old entry stays."""
+    from capsule.sealing import amend_plan
+
+    entries = amend_plan(new_plan, old_plan, reason, ledger_path)
+    if not entries:
+        click.echo(f"{new_plan}: already recorded as this amendment; nothing appended")
+    for entry in entries:
+        click.echo(f"recorded {_show(entry)}")
+
+
+@prereg.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--token", required=True, help="The text to remove.")
+@click.option("--with", "replacement", required=True, help="Same-length (in UTF-8 bytes) replacement.")
+@click.option("--reason", required=True, help="Why the bytes are redacted (recorded).")
+@_LEDGER
+def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: Path) -> None:
+    """Replace TOKEN in a sealed FILE with a same-length text and record the substitution."""
+    from capsule.sealing import redact_file
+
+    entry = redact_file(file, token, replacement, reason, ledger_path)
+    click.echo(f"redacted {_show(entry)}")
+
+
+@prereg.command()
+@_LEDGER
+def verify(ledger_path: Path) -> None:
+    """Recompute every hash and link and re-hash every sealed file; exit 3 naming the first broken entry."""
+    from capsule.ledger import verify_ledger
+
+    ledger = verify_ledger(ledger_path)
+    for entry in ledger.entries:
+        click.echo(_show(entry))
+    files = {e["path"] for e in ledger.entries if (ledger.root / e["path"]).is_file()}
+    click.echo(
+        f"OK: {len(ledger.entries)} entries, chain intact, {len(files)} recorded files match; "
+        f"head {ledger.head()}"
+    )
+
+
+@prereg.command("confirm-redaction")
+@click.argument("original", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--seq", type=int, required=True, help="The redact entry's seq.")
+@_LEDGER
+def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> None:
+    """Confirm redact entry SEQ from the ORIGINAL (pre-redaction) bytes and the file as it is now."""
+    from capsule.errors import BadInputError
+    from capsule.ledger import verify_ledger
+    from capsule.sealing import confirm_redaction
+
+    ledger = verify_ledger(ledger_path)
+    entry = next((e for e in ledger.entries if e["seq"] == seq), None)
+    if entry is None or entry["kind"] != "redact":
+        raise BadInputError(f"{ledger_path}: seq {seq} is not a redact entry")
+    current = (ledger.root / entry["path"]).read_bytes()
+    confirm_redaction(entry, original.read_bytes(), current)
+    click.echo(f"confirmed: {original} is the sealed original of {entry['path']} (seq {seq})")

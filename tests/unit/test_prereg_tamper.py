@@ -1,0 +1,147 @@
+"""The real sealed plans and ledger, in both directions: they verify as committed, and any single
+changed byte of a sealed file or of the ledger, or a deleted, moved or duplicated ledger line, makes
+verification fail naming the entry. All tampering happens on temporary copies."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capsule.cli import cli
+from capsule.errors import VerificationError
+from capsule.ledger import Ledger, require_sealed, verify_ledger
+
+PLANS = ("smoke", "smollm2-135m", "agents-a1-4b")
+SMALL = 5000  # distinct sealed files up to this size get every byte flipped (and the ledger always)
+SAMPLED = 2000  # seeded positions flipped across the larger files
+
+
+@pytest.fixture(scope="module")
+def copy_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary repo root holding a copy of the real prereg/ (plans, rationales, controls, ledger)."""
+    repo = Path(__file__).resolve().parents[2]
+    root = tmp_path_factory.mktemp("sealed")
+    shutil.copytree(repo / "prereg", root / "prereg")
+    return root
+
+
+def seq_in(message: str) -> int:
+    found = re.search(r": seq (\d+):", message)
+    assert found, message
+    return int(found.group(1))
+
+
+def test_real_ledger_verifies_and_seals_all_three_plans(repo_root: Path) -> None:
+    ledger = verify_ledger(repo_root / "prereg" / "ledger.jsonl")
+    for study in PLANS:
+        record = require_sealed(repo_root / "prereg" / study, repo_root / "prereg" / "ledger.jsonl")
+        assert record["kind"] == "seal" and set(record["companions"]) == {
+            f"prereg/{study}/rationale.md",
+            f"prereg/{study}/controls/compliant.jsonl",
+        }
+    assert all(entry["kind"] == "seal" for entry in ledger.entries)  # seals precede any result
+
+
+def test_copy_verifies_unmodified(copy_root: Path) -> None:
+    verify_ledger(copy_root / "prereg" / "ledger.jsonl")
+
+
+def _targets(root: Path) -> dict[Path, int | None]:
+    """Each file to flip, with the seq that must be named (None: the ledger, where it is the line)."""
+    ledger = Ledger.load(root / "prereg" / "ledger.jsonl")
+    targets: dict[Path, int | None] = {root / "prereg" / "ledger.jsonl": None}
+    for entry in ledger.entries:
+        latest = ledger.latest_for(entry["path"])
+        assert latest is not None
+        targets[root / entry["path"]] = latest["seq"]
+    return targets
+
+
+def _flip_and_check(path: Path, data: bytes, position: int, mask: int, seq: int | None, ledger: Path) -> None:
+    """Flip one byte in place (same inode, fast), verify, restore; the error must name `seq`
+    (for the ledger itself: the line holding the byte)."""
+    expected = seq if seq is not None else data.count(b"\n", 0, position) + 1
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes([data[position] ^ mask]), position)
+        with pytest.raises(VerificationError) as caught:
+            Ledger.load(ledger).verify()
+        assert seq_in(str(caught.value)) == expected, (path, position, str(caught.value))
+    finally:
+        os.pwrite(fd, data[position : position + 1], position)
+        os.close(fd)
+
+
+def test_single_byte_flips_are_named(copy_root: Path) -> None:
+    """Every byte of the ledger and of each distinct small sealed file, plus a seeded sample of
+    positions across all the other sealed bytes."""
+    ledger = copy_root / "prereg" / "ledger.jsonl"
+    rng = random.Random(20261129)
+    targets = _targets(copy_root)
+    exhaustive, sampled, seen = 0, [], set()
+    for path, seq in targets.items():
+        data = path.read_bytes()
+        if seq is None or (len(data) <= SMALL and data not in seen):
+            seen.add(data)
+            for position in range(len(data)):
+                _flip_and_check(path, data, position, rng.randrange(1, 256), seq, ledger)
+            exhaustive += len(data)
+        else:
+            sampled.extend((path, position) for position in range(len(data)))
+    for path, position in rng.sample(sampled, SAMPLED):
+        _flip_and_check(path, path.read_bytes(), position, rng.randrange(1, 256), targets[path], ledger)
+    verify_ledger(ledger)  # everything restored
+    assert exhaustive > len(ledger.read_bytes()) and len(seen) >= 3  # ledger, a compliant file, a rationale
+
+
+def _with_lines(ledger: Path, lines: list[bytes]) -> str:
+    original = ledger.read_bytes()
+    ledger.write_bytes(b"".join(lines))
+    try:
+        with pytest.raises(VerificationError) as caught:
+            verify_ledger(ledger)
+        return str(caught.value)
+    finally:
+        ledger.write_bytes(original)
+
+
+def test_deleted_moved_duplicated_lines_are_named(copy_root: Path) -> None:
+    ledger = copy_root / "prereg" / "ledger.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    n = len(lines)
+    for i in range(n):
+        assert (
+            seq_in(_with_lines(ledger, lines[:i] + lines[i + 1 :])) == i + 1
+        )  # deleted (the last: coverage)
+        assert (
+            seq_in(_with_lines(ledger, lines[: i + 1] + [lines[i]] + lines[i + 1 :])) == i + 2
+        )  # duplicated
+        if i + 1 < n:
+            swapped = lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2 :]
+            assert seq_in(_with_lines(ledger, swapped)) == i + 1  # moved
+    assert seq_in(_with_lines(ledger, lines[::-1])) == 1
+    assert seq_in(_with_lines(ledger, lines + [b"\n"])) == n + 1  # an empty line appended
+    verify_ledger(ledger)
+
+
+def test_cli_verify_exit_codes(copy_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(copy_root)
+    runner = CliRunner()
+    good = runner.invoke(cli, ["prereg", "verify"])
+    assert good.exit_code == 0, good.output
+    assert "OK:" in good.output and "prereg/smollm2-135m/plan.toml" in good.output
+    plan = copy_root / "prereg" / "smoke" / "plan.toml"
+    original = plan.read_bytes()
+    plan.write_bytes(original.replace(b"max_new_tokens = 48", b"max_new_tokens = 49", 1))
+    try:
+        bad = runner.invoke(cli, ["prereg", "verify"])
+    finally:
+        plan.write_bytes(original)
+    seq = Ledger.load(copy_root / "prereg" / "ledger.jsonl").latest_for("prereg/smoke/plan.toml")["seq"]
+    assert bad.exit_code == 3 and f"seq {seq}: seal of prereg/smoke/plan.toml" in bad.output
