@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "fetch": "capsule.commands.fetch:fetch",
     "score": "capsule.commands.score:score",
     "manifest": "capsule.commands.manifest:manifest",
+    "keygen": "capsule.commands.keygen:keygen",
+    "verify": "capsule.commands.verify:verify",
     "prereg": "capsule.commands.prereg:prereg",
 }
 

@@ -1,0 +1,29 @@
+"""`capsule verify RUN_DIR [--key PUBKEY] [--ledger PATH]`: check a signed run bundle, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from capsule.ledger import DEFAULT_LEDGER
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--key", "pubkey", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="Public key PEM to verify against [default: the bundle's own bundle.pub.pem].",
+)
+@click.option(
+    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_LEDGER, show_default=True, help="The ledger the run was sealed in.",
+)
+def verify(run_dir: Path, pubkey: Path | None, ledger_path: Path) -> None:
+    """Verify a run's signature, every file's digest, and its plan seal and bundle entry in the ledger.
+
+    Exit 0 with a one-line summary, or exit 3 with the first failure and what differs.
+    """
+    from capsule.verify import verify_run
+
+    click.echo(verify_run(run_dir, pubkey=pubkey, ledger_path=ledger_path).line())
