@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "keygen": "capsule.commands.keygen:keygen",
     "verify": "capsule.commands.verify:verify",
     "prereg": "capsule.commands.prereg:prereg",
+    "doctor": "capsule.commands.doctor:doctor",
 }
 
 

@@ -1,0 +1,38 @@
+"""`capsule doctor [--plan DIR]`: a preflight of what a plan needs against what this host has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m"),
+              show_default=True, help="Plan directory (or its plan.toml).")
+@click.option("--model-dir", type=click.Path(path_type=Path), default=None,
+              help="Local model directory (hub models); default $CAPSULE_MODELS/<repo name>.")
+@click.option("--prompts", "prompts_path", type=click.Path(path_type=Path), default=None,
+              help="Your own IFEval input_data.jsonl instead of the cached one.")
+@click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
+              show_default=True, help="Where runs will be written (its free disk space is checked).")
+@click.pass_context
+def doctor(ctx: click.Context, plan_path: Path, model_dir: Path | None, prompts_path: Path | None,
+           results_root: Path) -> None:
+    """Check GPU, memory per arm, CUDA/vLLM, weights, prompts and disk before a long run.
+
+    Exit 0 when everything the plan needs is here, 2 otherwise (one MISSING line per missing thing).
+    Memory figures are estimates: weights + KV cache for batch x (prompt + new tokens) + an overhead.
+    """
+    from capsule.doctor import run_doctor
+    from capsule.plan_loader import load_plan
+
+    plan = load_plan(plan_path)
+    report = run_doctor(plan, model_dir=model_dir, prompts_path=prompts_path, results_root=results_root)
+    click.echo(f"plan {plan.name}: {len(plan.arms)} arms, model {plan.model.name}")
+    for finding in report.findings:
+        click.echo(finding.line())
+    if report.missing:
+        click.echo(f"doctor: {len(report.missing)} missing; fix the MISSING lines above first.", err=True)
+        ctx.exit(2)
+    click.echo("doctor: everything this plan needs is here.")

