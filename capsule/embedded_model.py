@@ -104,7 +104,9 @@ def _dequantize(gguf_path: Path, out_dir: Path) -> None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError as error:
-        raise UnavailableError(f"dequantizing the embedded model needs torch + transformers + gguf: {error}") from error
+        raise UnavailableError(
+            f"dequantizing the embedded model needs torch + transformers + gguf: {error}"
+        ) from error
     folder, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
@@ -117,7 +119,9 @@ def _dequantize(gguf_path: Path, out_dir: Path) -> None:
     missing, unexpected = plain.load_state_dict(state, strict=False)
     real_missing = [k for k in missing if not k.endswith("lm_head.weight") or not config.tie_word_embeddings]
     if real_missing or unexpected:
-        raise VerificationError(f"dequantized state dict mismatch: missing {real_missing}, unexpected {unexpected}")
+        raise VerificationError(
+            f"dequantized state dict mismatch: missing {real_missing}, unexpected {unexpected}"
+        )
     plain.tie_weights()
     plain.generation_config.do_sample = False
     plain.save_pretrained(out_dir, safe_serialization=True)
@@ -136,7 +140,9 @@ def fetch_model() -> tuple[Path, str]:
             verify_model_dir(directory)
         except (VerificationError, BadInputError) as error:
             aside = set_aside(directory)
-            raise VerificationError(f"{error}; moved aside to {aside.name}, run `capsule fetch model` again") from error
+            raise VerificationError(
+                f"{error}; moved aside to {aside.name}, run `capsule fetch model` again"
+            ) from error
         return directory, "cache"
     gguf_path, gguf_source = fetch_gguf()
     scratch = Path(tempfile.mkdtemp(prefix=f".{MODEL_DIR_NAME}.", dir=directory.parent))

@@ -90,6 +90,7 @@ def fetch_prompts(user_path: Path | None = None) -> Fetched:
     except (OSError, CapsuleError) as error:
         failures.append(f"URL {IFEVAL_PROMPTS_URL}: {error}")
     raise UnavailableError(
-        "IFEval prompts unavailable; tried " + "; ".join(failures)
+        "IFEval prompts unavailable; tried "
+        + "; ".join(failures)
         + f"; pass --prompts PATH or set {PROMPTS_ENV}"
     )

@@ -19,8 +19,17 @@ PIP_TIMEOUT_S = 600
 def download_wheel(requirement: str, directory: Path) -> Path:
     """`pip download --no-deps` one wheel into `directory`; UnavailableError with pip's reason if it fails."""
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--quiet", "--dest", str(directory), requirement,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--dest",
+        str(directory),
+        requirement,
     ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)

@@ -41,12 +41,14 @@ def test_transformers_loads_and_generates_greedily(embedded_model_dir: Path) -> 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir)
     model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.bfloat16)
     ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True, return_tensors="pt",
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
         return_dict=True,
     )
     with torch.inference_mode():
         first = model.generate(**ids, max_new_tokens=12, do_sample=False)
         second = model.generate(**ids, max_new_tokens=12, do_sample=False)
     assert torch.equal(first, second)
-    text = tokenizer.decode(first[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    text = tokenizer.decode(first[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in text

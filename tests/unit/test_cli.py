@@ -46,14 +46,21 @@ def test_missing_prompts_file_exits_2(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_debug_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPSULE_CACHE", str(tmp_path / "cache"))
-    result = CliRunner().invoke(cli, ["--debug", "fetch", "prompts", "--prompts", str(tmp_path / "nope.jsonl")])
+    result = CliRunner().invoke(
+        cli, ["--debug", "fetch", "prompts", "--prompts", str(tmp_path / "nope.jsonl")]
+    )
     assert result.exit_code != 0
     assert result.exception is not None and type(result.exception).__name__ == "BadInputError"
 
 
 def test_python_dash_m_capsule_and_light_start() -> None:
-    code = "import sys, capsule.cli; capsule.cli.cli.main(['--help'], standalone_mode=False); print('torch' in sys.modules)"
+    code = (
+        "import sys, capsule.cli; capsule.cli.cli.main(['--help'], standalone_mode=False); "
+        "print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip().endswith("False"), "capsule --help must not import torch"
-    version = subprocess.run([sys.executable, "-m", "capsule", "--version"], capture_output=True, text=True, check=True)
+    version = subprocess.run(
+        [sys.executable, "-m", "capsule", "--version"], capture_output=True, text=True, check=True
+    )
     assert "capsule" in version.stdout

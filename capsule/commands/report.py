@@ -1,0 +1,68 @@
+"""`capsule report RUN_DIR`: write RESULTS.md and plots, check them, or refresh README regions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--update",
+    "update_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Rewrite this Markdown file's capsule:numbers regions of this run (repeatable); "
+    "the run directory is left alone.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Re-render RESULTS.md and compare it with the file (exit 3 on a difference).",
+)
+@click.option("--fingerprint", default=None, help="Signing key fingerprint to state in RESULTS.md.")
+@click.option(
+    "--no-plots", is_flag=True, help="Write RESULTS.md only (it then shows the plots already there)."
+)
+def report(
+    run_dir: Path, update_files: tuple[Path, ...], check: bool, fingerprint: str | None, no_plots: bool
+) -> None:
+    """Write RUN_DIR/RESULTS.md and RUN_DIR/plots/*.png from its analysis.json and manifest.json.
+
+    A signed run (bundle.json present) is only rewritten when nothing would change, since any
+    change would break its signature.
+    """
+    from capsule.errors import BadInputError, VerificationError
+    from capsule.numbers import update_file
+    from capsule.report import changed_outputs, check_report, render_outputs, write_report
+
+    if check and update_files:
+        raise BadInputError("--check and --update do different things; run them one at a time")
+    if check:
+        diff = check_report(run_dir)
+        if diff:
+            click.echo("\n".join(diff[:60]))
+            raise VerificationError(
+                f"{run_dir / 'RESULTS.md'}: differs from what {run_dir}/analysis.json renders"
+            )
+        click.echo(f"{run_dir / 'RESULTS.md'}: identical to a fresh rendering")
+        return
+    if update_files:
+        for path in update_files:
+            click.echo(f"{path}: {update_file(path, run_dir)} region(s) rewritten from {run_dir}")
+        return
+    if (run_dir / "bundle.json").exists():
+        changed = changed_outputs(
+            run_dir, render_outputs(run_dir, fingerprint=fingerprint, plots=not no_plots)
+        )
+        if changed:
+            raise BadInputError(
+                f"{run_dir} is signed (bundle.json) and rewriting would change {', '.join(changed)}; "
+                f"see the difference with `capsule report {run_dir} --check`"
+            )
+        click.echo(f"{run_dir}: signed, and its report is already up to date")
+        return
+    path = write_report(run_dir, fingerprint=fingerprint, plots=not no_plots)
+    click.echo(f"wrote {path}" + ("" if no_plots else f" and {run_dir / 'plots'}/"))

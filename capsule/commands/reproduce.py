@@ -1,0 +1,103 @@
+"""`capsule reproduce [--plan DIR]`: run a sealed plan end to end (the embedded default by default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+DEFAULT_PLAN = Path("prereg/smollm2-135m")
+
+
+@click.command()
+@click.option(
+    "--plan",
+    "plan_path",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_PLAN,
+    show_default=True,
+    help="Plan directory (or its plan.toml); it must be sealed in the ledger.",
+)
+@click.option(
+    "--ledger",
+    "ledger_path",
+    type=click.Path(path_type=Path),
+    default=Path("prereg/ledger.jsonl"),
+    show_default=True,
+    help="The hash-chain ledger the plan is sealed in.",
+)
+@click.option(
+    "--results",
+    "results_root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Runs go to RESULTS/<plan>/<run_id>/ (default: results, or runs/dry-run for --dry-run).",
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Resume or create exactly this run directory.",
+)
+@click.option("--fresh", is_flag=True, help="Start a new run even if an unfinished one of this plan exists.")
+@click.option("--dry-run", is_flag=True, help="Walk every arm and control with the fake backend (no model).")
+@click.option(
+    "--model-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Local model directory (hub models); verified against the plan's checksums.",
+)
+@click.option(
+    "--prompts",
+    "prompts_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Your own IFEval input_data.jsonl (verified by sha256).",
+)
+@click.option(
+    "--key",
+    "signing_key",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Ed25519 private key to sign with (default: $CAPSULE_SIGNING_KEY, then the user key).",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+def reproduce(
+    plan_path: Path,
+    ledger_path: Path,
+    results_root: Path | None,
+    run_dir: Path | None,
+    fresh: bool,
+    dry_run: bool,
+    model_dir: Path | None,
+    prompts_path: Path | None,
+    signing_key: Path | None,
+    no_progress: bool,
+) -> None:
+    """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
+    from capsule.report import headline_line
+    from capsule.reproduce import ReproduceOptions
+    from capsule.reproduce import reproduce as run_plan
+
+    if results_root is None:
+        results_root = Path("runs/dry-run") if dry_run else Path("results")
+    options = ReproduceOptions(
+        plan_path=plan_path,
+        ledger_path=ledger_path,
+        results_root=results_root,
+        run_dir=run_dir,
+        fresh=fresh,
+        dry_run=dry_run,
+        model_dir=model_dir,
+        prompts_path=prompts_path,
+        signing_key=signing_key,
+        progress=not no_progress,
+    )
+    result = run_plan(options, say=lambda line: click.echo(line, err=True))
+    headline = result.headline
+    if result.failed_controls:
+        click.echo(f"FAILED CONTROLS: {', '.join(result.failed_controls)}")
+    for reading in headline.get("readings", []):
+        click.echo(headline_line(reading))
+    click.echo(f"run: {result.run_dir}")
+    click.echo(f"verify: capsule verify {result.run_dir}")

