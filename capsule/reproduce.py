@@ -125,7 +125,7 @@ def _generate_all(
     if options.dry_run:
         from capsule.backends.fake import FakeChatTokenizer
 
-        tokenizer, model_dir = FakeChatTokenizer(), DRY_RUN_MODEL
+        tokenizer, model_dir = FakeChatTokenizer(supports_thinking=True), DRY_RUN_MODEL
     loaded: tuple[Any, Any] | None = None  # (reuse key, backend)
     try:
         for arm in arms:

@@ -25,13 +25,21 @@ OPTIONS = {"scope", "stop_rate"}
 
 
 class FakeChatTokenizer:
-    """A byte-level stand-in for a chat template: `<user>text</user><assistant>` as byte ids."""
+    """A byte-level stand-in for a chat template: `<user>text</user><assistant>` as byte ids.
+
+    By default it ignores `enable_thinking`, like the embedded model's template, so asking it for
+    thinking is an error; `supports_thinking=True` (dry runs of thinking plans) renders a marker.
+    """
+
+    def __init__(self, supports_thinking: bool = False) -> None:
+        self.supports_thinking = supports_thinking
 
     def render(self, text: str, thinking: str) -> list[int]:
         """Prompt bytes, offset so they never collide with generated ids."""
-        if thinking == "on":
+        if thinking == "on" and not self.supports_thinking:
             raise BadInputError("thinking = 'on' but the fake chat template ignores enable_thinking")
-        data = f"<user>{text}</user><assistant>".encode()
+        marker = "<think>" if thinking == "on" else ""
+        data = f"<user>{text}</user><assistant>{marker}".encode()
         return [_BYTE_OFFSET + b for b in data]
 
     def decode(self, token_ids: list[int]) -> str:
@@ -46,7 +54,11 @@ class FakeChatTokenizer:
 
     def describe(self) -> dict[str, Any]:
         """Identifies the fake rendering."""
-        return {"kind": "fake", "template": "<user>{text}</user><assistant>"}
+        return {
+            "kind": "fake",
+            "template": "<user>{text}</user><assistant>",
+            "supports_thinking": self.supports_thinking,
+        }
 
 
 class FakeBackend:

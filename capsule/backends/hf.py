@@ -31,6 +31,19 @@ def _is_oom(error: BaseException) -> bool:
     return type(error).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate" in text
 
 
+def auto_class_for(model_dir: Path) -> str:
+    """The transformers auto class that loads this checkpoint: image-text-to-text for multimodal
+    checkpoints (architectures `...ForConditionalGeneration`, e.g. Qwen3.5 derivatives, which the
+    seed study loaded with AutoModelForImageTextToText), causal LM otherwise."""
+    config_path = model_dir / "config.json"
+    architectures: list[str] = []
+    if config_path.exists():
+        architectures = list(json.loads(config_path.read_text(encoding="utf-8")).get("architectures") or [])
+    if any(name.endswith("ForConditionalGeneration") for name in architectures):
+        return "AutoModelForImageTextToText"
+    return "AutoModelForCausalLM"
+
+
 class HFBackend:
     """A transformers causal LM loaded once; batch size and decoding are given per call."""
 
@@ -46,7 +59,6 @@ class HFBackend:
             )
         import torch
         import transformers
-        from transformers import AutoModelForCausalLM
 
         self.options = {**DEFAULT_OPTIONS, **arm.backend_options}
         self.dtype_name = arm.dtype
@@ -55,7 +67,8 @@ class HFBackend:
         self.stop_ids = stop_token_ids(model_dir)
         self.pad_id = self._pad_id(model_dir)
         try:
-            self.model: Any = AutoModelForCausalLM.from_pretrained(
+            self.auto_class = auto_class_for(model_dir)
+            self.model: Any = getattr(transformers, self.auto_class).from_pretrained(
                 str(model_dir),
                 dtype=self.torch_dtype,
                 attn_implementation=self.options["attn_implementation"],
@@ -143,6 +156,7 @@ class HFBackend:
 
         return {
             "backend": "hf",
+            "auto_class": self.auto_class,
             "versions": self._versions,
             "dtype": self.dtype_name,
             "device": self._device,

@@ -93,6 +93,8 @@ def reproduce(
         signing_key=signing_key,
         progress=not no_progress,
     )
+    if dry_run:
+        click.echo("DRY RUN: every arm on the fake backend; the numbers below mean nothing.", err=True)
     result = run_plan(options, say=lambda line: click.echo(line, err=True))
     headline = result.headline
     if result.failed_controls:

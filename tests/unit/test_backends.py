@@ -143,3 +143,12 @@ def test_a_backend_loaded_for_other_settings_is_refused(tmp_path: Path) -> None:
     check_reusable(backend, make_arm(batch_size=9, seed=1))  # fake/hf: batch size is per call
     with pytest.raises(BadInputError, match="loaded for"):
         check_reusable(backend, make_arm(dtype="bfloat16"))
+
+
+def test_hf_auto_class_follows_the_checkpoint(tmp_path: Path) -> None:
+    from capsule.backends.hf import auto_class_for
+
+    (tmp_path / "config.json").write_text('{"architectures": ["Qwen3_5ForConditionalGeneration"]}')
+    assert auto_class_for(tmp_path) == "AutoModelForImageTextToText"
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    assert auto_class_for(tmp_path) == "AutoModelForCausalLM"
