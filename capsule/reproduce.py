@@ -53,6 +53,13 @@ class ReproduceResult:
     bundle_fingerprint: str
 
 
+def run_plan_path(run_dir: Path, root: Path) -> Path:
+    """The sealed plan a run was made from, as its run.json records it (relative to the repo root)."""
+    from capsule.run_dir import read_run_record
+
+    return root / read_run_record(run_dir)["plan_path"]
+
+
 def _plan_file(path: Path) -> Path:
     return path / "plan.toml" if path.is_dir() else path
 

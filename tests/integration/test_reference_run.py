@@ -1,0 +1,48 @@
+"""The committed reference runs: each verifies offline, and its analysis.json, RESULTS.md and the
+README's checked numbers re-derive byte for byte from the committed generations (no generation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capsule.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+RUNS = sorted(path.parent for path in REPO.glob("results/*/*/bundle.json"))
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[str(run.relative_to(REPO)) for run in RUNS])
+def test_reference_run_verifies(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(cli, ["verify", str(run.relative_to(REPO))])
+    assert result.exit_code == 0, result.output + result.stderr
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[str(run.relative_to(REPO)) for run in RUNS])
+def test_reference_analysis_rederives(run: Path, tmp_path: Path) -> None:
+    from capsule.atomic import write_json_atomic
+    from capsule.embedded_model import fetch_model
+    from capsule.fetch import fetch_prompts
+    from capsule.plan_loader import load_plan
+    from capsule.prompts import load_prompts
+    from capsule.reproduce import derive_analysis, model_tokenizer, run_plan_path
+
+    plan = load_plan(run_plan_path(run, REPO))
+    prompts = load_prompts(fetch_prompts().path)
+    again = derive_analysis(run, plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
+    write_json_atomic(tmp_path / "analysis.json", again)
+    assert (tmp_path / "analysis.json").read_bytes() == (run / "analysis.json").read_bytes()
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[str(run.relative_to(REPO)) for run in RUNS])
+def test_reference_report_and_readme_numbers(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    report = CliRunner().invoke(cli, ["report", str(run.relative_to(REPO)), "--check"])
+    assert report.exit_code == 0, report.output + report.stderr
+    numbers = CliRunner().invoke(cli, ["check-numbers", "README.md", str(run.relative_to(REPO) / "RESULTS.md")])
+    assert numbers.exit_code == 0, numbers.output + numbers.stderr
