@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -94,6 +94,16 @@ REGISTRY: dict[str, _Entry] = {
     ),
     "fake": _Entry("capsule.backends.fake:FakeBackend", (), ""),
 }
+
+
+def check_backend_options(backend: str, arm: Arm, allowed: Iterable[str]) -> None:
+    """Refuse backend_options this backend does not know, naming the arm and the allowed keys."""
+    known = set(allowed)
+    unknown = set(arm.backend_options) - known
+    if unknown:
+        raise BadInputError(
+            f"arm {arm.name!r}: unknown {backend} backend_options {sorted(unknown)}; allowed: {sorted(known)}"
+        )
 
 
 def check_backend(name: str) -> None:

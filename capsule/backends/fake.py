@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from capsule.backends import Completion, DoneCallback, Request
+from capsule.backends import Completion, DoneCallback, Request, check_backend_options
 from capsule.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -67,9 +67,7 @@ class FakeBackend:
     name = "fake"
 
     def __init__(self, model_dir: Path, arm: Arm) -> None:
-        unknown = set(arm.backend_options) - OPTIONS
-        if unknown:
-            raise BadInputError(f"unknown fake backend options {sorted(unknown)}; allowed: {sorted(OPTIONS)}")
+        check_backend_options("fake", arm, OPTIONS)
         scope = str(arm.backend_options.get("scope", "batch"))
         if scope not in ("batch", "arm"):
             raise BadInputError(f"fake backend scope must be 'batch' or 'arm', not {scope!r}")

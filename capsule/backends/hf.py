@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from capsule.backends import BackendOutOfMemoryError, Completion, DoneCallback, Request
+from capsule.backends import BackendOutOfMemoryError, Completion, DoneCallback, Request, check_backend_options
 from capsule.chat import stop_token_ids
-from capsule.errors import BadInputError
 
 if TYPE_CHECKING:
     from capsule.plan import Arm, Decoding
@@ -51,12 +50,7 @@ class HFBackend:
     scope: Literal["batch", "arm"] = "batch"
 
     def __init__(self, model_dir: Path, arm: Arm) -> None:
-        unknown = set(arm.backend_options) - set(DEFAULT_OPTIONS)
-        if unknown:
-            raise BadInputError(
-                f"arm {arm.name!r}: unknown hf backend_options {sorted(unknown)}; "
-                f"allowed: {sorted(DEFAULT_OPTIONS)}"
-            )
+        check_backend_options("hf", arm, DEFAULT_OPTIONS)
         import torch
         import transformers
 

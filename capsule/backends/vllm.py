@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from capsule.backends import BackendOutOfMemoryError, Completion, DoneCallback, Request
+from capsule.backends import BackendOutOfMemoryError, Completion, DoneCallback, Request, check_backend_options
 from capsule.chat import stop_token_ids
-from capsule.errors import BadInputError, UnavailableError
+from capsule.errors import UnavailableError
 
 if TYPE_CHECKING:
     from capsule.plan import Arm, Decoding
@@ -74,12 +74,7 @@ class VLLMBackend:
     scope: Literal["batch", "arm"] = "arm"
 
     def __init__(self, model_dir: Path, arm: Arm) -> None:
-        unknown = set(arm.backend_options) - set(DEFAULT_OPTIONS)
-        if unknown:
-            raise BadInputError(
-                f"arm {arm.name!r}: unknown vllm backend_options {sorted(unknown)}; "
-                f"allowed: {sorted(DEFAULT_OPTIONS)}"
-            )
+        check_backend_options("vllm", arm, DEFAULT_OPTIONS)
         import torch
 
         if arm.env.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0") and not torch.cuda.is_available():

@@ -71,7 +71,7 @@ def test_fake_backend_is_deterministic_and_neighbour_independent(tmp_path: Path)
 
 
 def test_fake_backend_rejects_unknown_options(tmp_path: Path) -> None:
-    with pytest.raises(BadInputError, match="unknown fake backend options"):
+    with pytest.raises(BadInputError, match="unknown fake backend_options"):
         FakeBackend(tmp_path, make_arm(backend_options={"turbo": True}))
 
 
