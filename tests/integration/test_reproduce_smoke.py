@@ -13,17 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
+from capsule.plan_loader import CONTROL_KINDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-CONTROL_KINDS = {
-    "rerun_identity",
-    "batch_size",
-    "backend",
-    "seed_vs_batch",
-    "scorer_stability",
-    "scorer_sanity",
-}
+EVERY_CONTROL_KIND = set(CONTROL_KINDS)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +41,7 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
 def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, Path]) -> None:
     _, run = smoke_run
     analysis = json.loads((run / "analysis.json").read_text())
-    assert {c["kind"] for c in analysis["controls"].values()} == CONTROL_KINDS
+    assert {c["kind"] for c in analysis["controls"].values()} == EVERY_CONTROL_KIND
     assert not analysis["skipped_controls"]
     assert analysis["failed_controls"] == [], analysis["failed_controls"]
     assert set(analysis["comparisons"]) == {"rerun", "batch-bf16", "hf-vs-vllm", "seed-at-b2", "batch-at-s1"}

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arm_builder import build_arm
+
 from capsule.plan import (
     Arm,
     Claim,
@@ -143,17 +145,13 @@ def make_arm(
 ) -> Arm:
     """An arm with everything fixed but the knobs controls vary."""
     decoding = DECODING if mode == "greedy" else Decoding("sample", 0.7, 0.9, 0, 0.0, 0.0, 1.0)
-    return Arm(
+    return build_arm(
         name=name,
         backend=backend,
         subset=subset,
-        dtype="float32",
-        batch_size=batch_size,  # type: ignore[arg-type]
-        batch_order="file",
+        batch_size=batch_size,
         seed=seed,
         max_new_tokens=64,
-        thinking="off",
-        unclosed="empty",
         decoding=decoding,
     )
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from arm_builder import GREEDY, build_arm
 
 from capsule.backends import REGISTRY, Request, check_backend, load_backend, reuse_key
 from capsule.backends.fake import FakeBackend, FakeChatTokenizer
@@ -15,25 +16,11 @@ from capsule.backends.hf_sampling import PerRowSampler
 from capsule.errors import BadInputError, UnavailableError
 from capsule.plan import Arm, Decoding
 
-GREEDY = Decoding("greedy", 1.0, 1.0, 0, 0.0, 0.0, 1.0)
 SAMPLE = Decoding("sample", 0.8, 0.95, 20, 0.0, 0.0, 1.0)
 
 
 def make_arm(**changes: object) -> Arm:
-    arm = Arm(
-        name="a",
-        backend="fake",
-        subset="s",
-        dtype="float32",
-        batch_size=2,
-        batch_order="file",
-        seed=7,
-        max_new_tokens=12,
-        thinking="off",
-        unclosed="empty",
-        decoding=GREEDY,
-    )
-    return dataclasses.replace(arm, **changes)  # type: ignore[arg-type]
+    return build_arm(**{"seed": 7, **changes})
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from arm_builder import build_arm
 from click.testing import CliRunner
 
 from capsule.backends import Completion
@@ -17,10 +17,9 @@ from capsule.backends.fake import FakeBackend, FakeChatTokenizer
 from capsule.batching import execution_order, form_batches
 from capsule.errors import BadInputError, VerificationError
 from capsule.generate import ArmResult, generate_arm
-from capsule.plan import Arm, Decoding, Model
+from capsule.plan import Arm, Model
 from capsule.prompts import Prompt
 
-GREEDY = Decoding("greedy", 1.0, 1.0, 0, 0.0, 0.0, 1.0)
 ROW_FIELDS = {
     "key",
     "arm",
@@ -42,20 +41,16 @@ KEYS = list(PROMPTS)
 
 
 def make_arm(**changes: Any) -> Arm:
-    arm = Arm(
-        name="arm1",
-        backend="fake",
-        subset="s",
-        dtype="float32",
-        batch_size=3,
-        batch_order="length",
-        seed=4,
-        max_new_tokens=16,
-        thinking="off",
-        unclosed="empty",
-        decoding=GREEDY,
+    return build_arm(
+        **{
+            "name": "arm1",
+            "batch_size": 3,
+            "batch_order": "length",
+            "seed": 4,
+            "max_new_tokens": 16,
+            **changes,
+        }
     )
-    return dataclasses.replace(arm, **changes)
 
 
 def run(arm: Arm, out: Path, backend: Any = None, keys: list[int] = KEYS) -> ArmResult:
