@@ -8,7 +8,7 @@ import click
 
 
 @click.command()
-@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m"),
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m-v2"),
               show_default=True, help="Plan directory (or its plan.toml).")
 @click.option("--model-dir", type=click.Path(path_type=Path), default=None,
               help="Local model directory (hub models); default $CAPSULE_MODELS/<repo name>.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-DEFAULT_PLAN = Path("prereg/smollm2-135m")
+DEFAULT_PLAN = Path("prereg/smollm2-135m-v2")
 
 
 @click.command()

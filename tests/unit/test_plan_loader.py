@@ -11,7 +11,7 @@ from capsule.errors import BadInputError
 from capsule.metrics import ALL_METRICS, COMPOSITES, METRICS
 from capsule.plan_loader import CONTROL_KINDS, load_plan
 
-PLANS = ("smoke", "smollm2-135m", "agents-a1-4b")
+PLANS = ("smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b")
 
 
 @pytest.fixture
@@ -39,18 +39,27 @@ def refused(plan: Path) -> str:
 @pytest.mark.parametrize("study", PLANS)
 def test_real_plans_load(repo_root: Path, study: str) -> None:
     plan = load_plan(repo_root / "prereg" / study)
-    assert plan.name == study
+    # an amendment keeps the name (and so the results/<name>/ directory) of the study it amends
+    assert plan.name == (Path(plan.amends).parent.name if plan.amends else study)
     assert plan.verdict.arm in {a.name for a in plan.arms}
     assert {c.kind for c in plan.controls} >= set(CONTROL_KINDS)
 
 
-def test_smollm2_plan_meets_the_issue(repo_root: Path) -> None:
-    plan = load_plan(repo_root / "prereg" / "smollm2-135m")
+def test_embedded_default_meets_the_issue(repo_root: Path) -> None:
+    """The default plan tests the claim on all 541 prompts, greedy, with the pinned embedded weights,
+    and it is the sealed amendment of the first smollm2 plan (which stays in the ledger)."""
+    from capsule.commands.reproduce import DEFAULT_PLAN
+
+    plan = load_plan(repo_root / DEFAULT_PLAN)
+    assert plan.amends == "prereg/smollm2-135m/plan.toml"
     primary = plan.arm(plan.verdict.arm)
-    assert plan.prompts.subsets[primary.subset].rule == "all"
-    assert (primary.max_new_tokens, primary.decoding.mode) == (1280, "greedy")
-    grid = next(c for c in plan.controls if c.kind == "seed_vs_batch")
-    assert plan.prompts.subsets[plan.arm(grid.arms[0]).subset].n >= 80
+    assert plan.prompts.subsets[primary.subset].rule == "all" and plan.verdict.min_n == 541
+    assert (primary.max_new_tokens, primary.decoding.mode) == (512, "greedy")
+    for control in plan.controls:
+        for name in control.arms:
+            subset = plan.prompts.subsets[plan.arm(name).subset]
+            assert subset.rule == "all" or subset.n >= plan.verdict.min_pairs
+    assert plan.model.files == load_plan(repo_root / "prereg" / "smollm2-135m").model.files
     assert plan.model.files["model.safetensors"].startswith("7ef915c9")
 
 

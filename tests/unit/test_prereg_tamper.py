@@ -17,7 +17,7 @@ from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.ledger import Ledger, require_sealed, verify_ledger
 
-PLANS = ("smoke", "smollm2-135m", "agents-a1-4b")
+PLANS = ("smoke", "smollm2-135m-v2", "agents-a1-4b")  # the sealed, current plans
 SMALL = 5000  # distinct sealed files up to this size get every byte flipped (and the ledger always)
 SAMPLED = 2000  # seeded positions flipped across the larger files
 
@@ -37,15 +37,20 @@ def seq_in(message: str) -> int:
     return int(found.group(1))
 
 
-def test_real_ledger_verifies_and_seals_all_three_plans(repo_root: Path) -> None:
+def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     ledger = verify_ledger(repo_root / "prereg" / "ledger.jsonl")
     for study in PLANS:
         record = require_sealed(repo_root / "prereg" / study, repo_root / "prereg" / "ledger.jsonl")
-        assert record["kind"] == "seal" and set(record["companions"]) == {
+        assert record["kind"] in ("seal", "amend") and set(record["companions"]) == {
             f"prereg/{study}/rationale.md",
             f"prereg/{study}/controls/compliant.jsonl",
         }
-    assert all(entry["kind"] == "seal" for entry in ledger.entries)  # seals precede any result
+    superseded = ledger.superseded_by("prereg/smollm2-135m/plan.toml")
+    assert superseded is not None and superseded["path"] == "prereg/smollm2-135m-v2/plan.toml"
+    first_bundle = next((e["seq"] for e in ledger.entries if e["kind"] == "bundle"), None)
+    amended = superseded["seq"]
+    assert first_bundle is None or first_bundle > amended  # the amendment precedes any result
+    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle"}
 
 
 def test_copy_verifies_unmodified(copy_root: Path) -> None:
@@ -135,7 +140,7 @@ def test_cli_verify_exit_codes(copy_root: Path, monkeypatch: pytest.MonkeyPatch)
     runner = CliRunner()
     good = runner.invoke(cli, ["prereg", "verify"])
     assert good.exit_code == 0, good.output
-    assert "OK:" in good.output and "prereg/smollm2-135m/plan.toml" in good.output
+    assert "OK:" in good.output and "prereg/smollm2-135m-v2/plan.toml" in good.output
     plan = copy_root / "prereg" / "smoke" / "plan.toml"
     original = plan.read_bytes()
     plan.write_bytes(original.replace(b"max_new_tokens = 48", b"max_new_tokens = 49", 1))
