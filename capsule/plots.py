@@ -45,7 +45,9 @@ B_COLOR, C_COLOR, CAP_COLOR = "#2e86c1", "#e67e22", "#c0392b"
 def _figure(rows: int, extra_in: float = 1.3) -> Figure:
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(WIDTH_IN, extra_in + ROW_IN * max(rows, 1)), dpi=DPI, layout="constrained")
+    figure = Figure(figsize=(WIDTH_IN, extra_in + ROW_IN * max(rows, 1)), dpi=DPI, layout="constrained")
+    figure.get_layout_engine().set(w_pad=0.12)  # inches; keeps right-hand labels off the edge
+    return figure
 
 
 def png_bytes(figure: Figure) -> bytes:

@@ -22,12 +22,34 @@ import click
     is_flag=True,
     help="Re-render RESULTS.md and compare it with the file (exit 3 on a difference).",
 )
+@click.option(
+    "--resign",
+    is_flag=True,
+    help="For a signed run: verify it, re-render RESULTS.md and plots with this version's code, and "
+    "sign a new bundle (a new ledger entry; the old one stays). Generations, scores and analysis are "
+    "never touched.",
+)
+@click.option(
+    "--key", "signing_key", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="With --resign: the private key (default: $CAPSULE_SIGNING_KEY, then `capsule keygen`'s).",
+)
+@click.option(
+    "--ledger", "ledger_path", type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("prereg/ledger.jsonl"), show_default=True, help="With --resign: the ledger.",
+)
 @click.option("--fingerprint", default=None, help="Signing key fingerprint to state in RESULTS.md.")
 @click.option(
     "--no-plots", is_flag=True, help="Write RESULTS.md only (it then shows the plots already there)."
 )
 def report(
-    run_dir: Path, update_files: tuple[Path, ...], check: bool, fingerprint: str | None, no_plots: bool
+    run_dir: Path,
+    update_files: tuple[Path, ...],
+    check: bool,
+    resign: bool,
+    signing_key: Path | None,
+    ledger_path: Path,
+    fingerprint: str | None,
+    no_plots: bool,
 ) -> None:
     """Write RUN_DIR/RESULTS.md and RUN_DIR/plots/*.png from its analysis.json and manifest.json.
 
@@ -38,8 +60,25 @@ def report(
     from capsule.numbers import update_file
     from capsule.report import changed_outputs, check_report, render_outputs, write_report
 
-    if check and update_files:
-        raise BadInputError("--check and --update do different things; run them one at a time")
+    if sum((check, bool(update_files), resign)) > 1:
+        raise BadInputError("--check, --update and --resign do different things; run them one at a time")
+    if resign:
+        from capsule.resign import resign_run
+
+        if not (run_dir / "bundle.json").exists():
+            raise BadInputError(f"{run_dir}: not signed (no bundle.json); `capsule report {run_dir}` writes it")
+        result = resign_run(run_dir, ledger_path=ledger_path, signing_key=signing_key)
+        if result.bundle is None:
+            click.echo(f"{run_dir}: its report is already what this version renders; nothing re-signed")
+            return
+        click.echo(result.key_line, err=True)
+        entry = result.bundle.ledger_entry
+        click.echo(
+            f"{run_dir}: re-rendered {', '.join(result.changed)}; signed a new bundle "
+            f"({result.bundle.n_files} files, key {result.bundle.fingerprint})"
+            + (f", ledger entry {entry['seq']}" if entry else "")
+        )
+        return
     if check:
         diff = check_report(run_dir)
         if diff:

@@ -1,0 +1,93 @@
+"""`capsule report RUN --resign`: a signed run's documents re-rendered and signed again, only when
+the run verifies as it stands, with the old ledger entry kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capsule import report as report_module
+from capsule.bundle import make_bundle
+from capsule.cli import cli
+from capsule.ledger import Ledger
+from capsule.signing import load_signing_key
+
+
+@pytest.fixture()
+def signed_run(repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A dry run of the smoke plan in a repository copy, signed with a bundle entry in its ledger."""
+    shutil.copytree(repo_root / "prereg", tmp_path / "prereg")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
+    assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
+    result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke", "--dry-run"])
+    assert result.exit_code == 0, result.output + result.stderr
+    (run,) = (tmp_path / "runs" / "dry-run" / "smoke").iterdir()
+    old = json.loads((run / "bundle.json").read_text())
+    make_bundle(  # what a real (non-dry) run does at its end: sign and append to the ledger
+        run,
+        run_id=old["run_id"],
+        plan_path=old["plan"]["path"],
+        plan_sha256=old["plan"]["sha256"],
+        manifest_digest=old["manifest_digest"],
+        ledger_head_at_start=old["ledger_heads"]["at_start"],
+        key=load_signing_key()[0],
+        ledger=Ledger.load(Path("prereg/ledger.jsonl")),
+    )
+    assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
+    return run
+
+
+def _bundle_entries(run: Path) -> list[dict[str, object]]:
+    """This run's bundle entries (the copied real ledger may hold other runs')."""
+    entries = Ledger.load(Path("prereg/ledger.jsonl")).entries
+    return [e for e in entries if e["kind"] == "bundle" and e.get("run_id") == run.name]
+
+
+def _resign(run: Path) -> object:
+    return CliRunner().invoke(cli, ["report", str(run), "--resign"])
+
+
+def test_unchanged_report_is_not_resigned(signed_run: Path) -> None:
+    before = (signed_run / "bundle.dsse.json").read_bytes()
+    result = _resign(signed_run)
+    assert result.exit_code == 0 and "nothing re-signed" in result.output
+    assert (signed_run / "bundle.dsse.json").read_bytes() == before and len(_bundle_entries(signed_run)) == 1
+
+
+def test_new_rendering_is_resigned_and_verifies(signed_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = report_module.render_report
+    monkeypatch.setattr(report_module, "render_report", lambda *a, **k: real(*a, **k) + "\nA better sentence.\n")
+    analysis = (signed_run / "analysis.json").read_bytes()
+    result = _resign(signed_run)
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "re-rendered RESULTS.md" in result.output
+    assert (signed_run / "RESULTS.md").read_text().endswith("A better sentence.\n")
+    assert (signed_run / "analysis.json").read_bytes() == analysis
+    first, second = _bundle_entries(signed_run)
+    assert first["run_id"] == second["run_id"] and first["seq"] < second["seq"]
+    verified = CliRunner().invoke(cli, ["verify", str(signed_run)])
+    assert verified.exit_code == 0 and f"bundle entry {second['seq']}" in verified.output
+
+
+def test_tampered_run_is_never_resigned(signed_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = report_module.render_report
+    monkeypatch.setattr(report_module, "render_report", lambda *a, **k: real(*a, **k) + "\nchanged\n")
+    analysis = signed_run / "analysis.json"
+    analysis.write_text(analysis.read_text().replace("0", "1", 1))
+    report_before = (signed_run / "RESULTS.md").read_bytes()
+    result = _resign(signed_run)
+    assert result.exit_code == 3 and "analysis.json" in (result.output + result.stderr)
+    assert (signed_run / "RESULTS.md").read_bytes() == report_before and len(_bundle_entries(signed_run)) == 1
+
+
+def test_unsigned_run_is_refused(signed_run: Path) -> None:
+    for name in ("bundle.json", "bundle.dsse.json", "bundle.pub.pem"):
+        (signed_run / name).unlink()
+    result = _resign(signed_run)
+    assert result.exit_code == 2 and "not signed" in (result.output + result.stderr)
