@@ -44,10 +44,11 @@ B_COLOR, C_COLOR, CAP_COLOR = "#2e86c1", "#e67e22", "#c0392b"
 
 def _figure(rows: int, extra_in: float = 1.3) -> Figure:
     from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-    figure = Figure(figsize=(WIDTH_IN, extra_in + ROW_IN * max(rows, 1)), dpi=DPI, layout="constrained")
-    figure.get_layout_engine().set(w_pad=0.12)  # inches; keeps right-hand labels off the edge
-    return figure
+    size = (WIDTH_IN, extra_in + ROW_IN * max(rows, 1))
+    # w_pad in inches: keeps the right-hand labels off the figure's edge
+    return Figure(figsize=size, dpi=DPI, layout=ConstrainedLayoutEngine(w_pad=0.12))
 
 
 def png_bytes(figure: Figure) -> bytes:

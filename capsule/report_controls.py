@@ -232,7 +232,10 @@ def _stability(control: Section, analysis: Section) -> list[str]:
             "Letter band: no prompt of this arm draws a random letter, so the band is a single point."
         )
     if unstable:
-        lines += ["", "Prompts whose verdict changed between the unseeded runs, with the instructions responsible:"]
+        lines += [
+            "",
+            "Prompts whose verdict changed between the unseeded runs, with the instructions responsible:",
+        ]
     for entry in unstable[:UNSTABLE_SHOWN]:
         lines.append(
             f"- key {entry['key']}: {', '.join(entry.get('instructions', []))} "

@@ -66,7 +66,9 @@ def report(
         from capsule.resign import resign_run
 
         if not (run_dir / "bundle.json").exists():
-            raise BadInputError(f"{run_dir}: not signed (no bundle.json); `capsule report {run_dir}` writes it")
+            raise BadInputError(
+                f"{run_dir}: not signed (no bundle.json); `capsule report {run_dir}` writes it"
+            )
         result = resign_run(run_dir, ledger_path=ledger_path, signing_key=signing_key)
         if result.bundle is None:
             click.echo(f"{run_dir}: its report is already what this version renders; nothing re-signed")

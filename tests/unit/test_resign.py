@@ -62,7 +62,8 @@ def test_unchanged_report_is_not_resigned(signed_run: Path) -> None:
 
 def test_new_rendering_is_resigned_and_verifies(signed_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = report_module.render_report
-    monkeypatch.setattr(report_module, "render_report", lambda *a, **k: real(*a, **k) + "\nA better sentence.\n")
+    better = "\nA better sentence.\n"
+    monkeypatch.setattr(report_module, "render_report", lambda *a, **k: real(*a, **k) + better)
     analysis = (signed_run / "analysis.json").read_bytes()
     result = _resign(signed_run)
     assert result.exit_code == 0, result.output + result.stderr
