@@ -4,6 +4,7 @@ verification fail naming the entry. All tampering happens on temporary copies.""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -62,6 +63,8 @@ def _targets(root: Path) -> dict[Path, int | None]:
     ledger = Ledger.load(root / "prereg" / "ledger.jsonl")
     targets: dict[Path, int | None] = {root / "prereg" / "ledger.jsonl": None}
     for entry in ledger.entries:
+        if entry["kind"] == "bundle":  # a run's envelope: `capsule verify RUN` checks it, not the ledger
+            continue
         latest = ledger.latest_for(entry["path"])
         assert latest is not None
         targets[root / entry["path"]] = latest["seq"]
@@ -121,9 +124,17 @@ def test_deleted_moved_duplicated_lines_are_named(copy_root: Path) -> None:
     lines = ledger.read_bytes().splitlines(keepends=True)
     n = len(lines)
     for i in range(n):
-        assert (
-            seq_in(_with_lines(ledger, lines[:i] + lines[i + 1 :])) == i + 1
-        )  # deleted (the last: coverage)
+        trailing_bundle = i == n - 1 and json.loads(lines[i])["kind"] == "bundle"
+        if trailing_bundle:
+            # Known limit (prereg/README.md): without an outside copy of the head, a deleted trailing
+            # bundle entry leaves a valid chain; `capsule verify RUN` then fails for lack of the entry.
+            ledger.write_bytes(b"".join(lines[:i]))
+            verify_ledger(ledger)
+            ledger.write_bytes(b"".join(lines))
+        else:
+            assert (
+                seq_in(_with_lines(ledger, lines[:i] + lines[i + 1 :])) == i + 1
+            )  # deleted (the last: coverage)
         assert (
             seq_in(_with_lines(ledger, lines[: i + 1] + [lines[i]] + lines[i + 1 :])) == i + 2
         )  # duplicated
