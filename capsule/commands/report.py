@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from capsule.ledger import DEFAULT_LEDGER
+
 
 @click.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
@@ -35,7 +37,7 @@ import click
 )
 @click.option(
     "--ledger", "ledger_path", type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("prereg/ledger.jsonl"), show_default=True, help="With --resign: the ledger.",
+    default=DEFAULT_LEDGER, show_default=True, help="With --resign: the ledger.",
 )
 @click.option("--fingerprint", default=None, help="Signing key fingerprint to state in RESULTS.md.")
 @click.option(
