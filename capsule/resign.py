@@ -22,7 +22,7 @@ from pathlib import Path
 from capsule.bundle import BUNDLE_JSON, BundleResult, make_bundle
 from capsule.ledger import Ledger
 from capsule.report import changed_outputs, render_outputs, write_report
-from capsule.signing import fingerprint_of, load_signing_key
+from capsule.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.verify import verify_run
 
 
@@ -46,16 +46,21 @@ def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = N
     changed = changed_outputs(run_dir, render_outputs(run_dir, fingerprint=fingerprint))
     if not changed:
         return ResignResult([], None, key_line)
-    old = json.loads((run_dir / BUNDLE_JSON).read_text(encoding="utf-8"))
     write_report(run_dir, fingerprint=fingerprint)
-    bundle = make_bundle(
+    return ResignResult(changed, sign_again(run_dir, key=signer, ledger=Ledger.load(ledger_path)), key_line)
+
+
+def sign_again(run_dir: Path, *, key: SigningKey, ledger: Ledger | None) -> BundleResult:
+    """Sign `run_dir` anew with the facts of its current bundle.json (run id, plan, manifest digest,
+    ledger head at the start), which must not change between signatures of the same run."""
+    old = json.loads((run_dir / BUNDLE_JSON).read_text(encoding="utf-8"))
+    return make_bundle(
         run_dir,
         run_id=old["run_id"],
         plan_path=old["plan"]["path"],
         plan_sha256=old["plan"]["sha256"],
         manifest_digest=old["manifest_digest"],
         ledger_head_at_start=old["ledger_heads"]["at_start"],
-        key=signer,
-        ledger=Ledger.load(ledger_path),
+        key=key,
+        ledger=ledger,
     )
-    return ResignResult(changed, bundle, key_line)

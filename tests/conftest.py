@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,17 @@ GPT4_FIXTURE_SHA256 = "c325955b1f139ceb5d3fdf7828b163a5e13d9a3bdbdec15fe1f9fac9a
 def repo_root() -> Path:
     """The repository root."""
     return REPO
+
+
+@pytest.fixture()
+def repo_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary repository root holding a copy of prereg/ (plans and the real ledger), made the
+    working directory, with its own config directory and no signing key from the environment."""
+    shutil.copytree(REPO / "prereg", tmp_path / "prereg")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
+    return tmp_path
 
 
 @pytest.fixture(scope="session")

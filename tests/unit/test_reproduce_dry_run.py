@@ -4,7 +4,6 @@ interruption and resume; refusal of a modified plan and of a run directory from 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,15 +11,6 @@ from click.testing import CliRunner
 
 from capsule import generate as generate_module
 from capsule.cli import cli
-
-
-@pytest.fixture()
-def repo_copy(repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(repo_root / "prereg", tmp_path / "prereg")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
-    return tmp_path
 
 
 def _run(*args: str) -> object:

@@ -3,42 +3,27 @@ the run verifies as it stands, with the old ledger entry kept."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from capsule import report as report_module
-from capsule.bundle import make_bundle
 from capsule.cli import cli
 from capsule.ledger import Ledger
+from capsule.resign import sign_again
 from capsule.signing import load_signing_key
 
 
 @pytest.fixture()
-def signed_run(repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def signed_run(repo_copy: Path) -> Path:
     """A dry run of the smoke plan in a repository copy, signed with a bundle entry in its ledger."""
-    shutil.copytree(repo_root / "prereg", tmp_path / "prereg")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
     assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
     result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke", "--dry-run"])
     assert result.exit_code == 0, result.output + result.stderr
-    (run,) = (tmp_path / "runs" / "dry-run" / "smoke").iterdir()
-    old = json.loads((run / "bundle.json").read_text())
-    make_bundle(  # what a real (non-dry) run does at its end: sign and append to the ledger
-        run,
-        run_id=old["run_id"],
-        plan_path=old["plan"]["path"],
-        plan_sha256=old["plan"]["sha256"],
-        manifest_digest=old["manifest_digest"],
-        ledger_head_at_start=old["ledger_heads"]["at_start"],
-        key=load_signing_key()[0],
-        ledger=Ledger.load(Path("prereg/ledger.jsonl")),
-    )
+    (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
+    # what a real (non-dry) run does at its end: sign and append to the ledger
+    sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
     assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
     return run
 
