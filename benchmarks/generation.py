@@ -2,7 +2,7 @@
 
 For each (backend, batch size) one loaded model serves both measurements, back to back on the same
 prompts and the same batches: the backend's raw API (transformers `model.generate` on left-padded
-token ids; `vllm.LLM.generate` on prompt token ids) and `capsule.generate.generate_arm` (chat
+token ids; `vllm.LLM.generate` on prompt token ids) and `capsule.generation.arm_runner.generate_arm` (chat
 rendering, batching, per-row hashing, decoding, fsynced JSONL, meta). Overhead = capsule time / raw
 time - 1 (goal: under 3%). Greedy bf16. The machine may be shared: read ratios, not absolute speed.
 
@@ -65,11 +65,11 @@ def main() -> None:
     parser.add_argument("--backends", default="hf,vllm")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved raw/capsule pairs; best of each")
     args = parser.parse_args()
-    from capsule.backends import load_backend
-    from capsule.batching import form_batches
-    from capsule.chat import load_chat_tokenizer
     from capsule.commands.generate import _adhoc_arm
-    from capsule.generate import generate_arm
+    from capsule.generation.arm_runner import generate_arm
+    from capsule.generation.backends import load_backend
+    from capsule.generation.batching import form_batches
+    from capsule.generation.chat import load_chat_tokenizer
 
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; greedy bf16, "

@@ -1,122 +1,128 @@
-"""A run directory: `results/<plan>/<run_id>/`, created once per plan hash and resumed after a stop.
+"""The layout of a run directory: the one place that spells a run's file names.
 
-`run.json` fixes the run's identity when it starts (plan path and sha256, the ledger head, the start
-time); a run directory made from other plan bytes is never reused, so results of two plans can never
-mix. A run that has been bundled is finished: a later reproduce starts a new one.
+A run is `results/<plan>/<run_id>/`. Every stage (generate, score, analyse, report, sign), the
+verifier and the report read and write a run only through a `RunDir`, so a file name is written
+once. Paths are relative-posix where they are recorded (the bundle lists `generations/a.jsonl`),
+absolute where they are opened.
+
+    run.json                     the run's identity, fixed at its start (pipeline.opening)
+    plan.toml, plan.seal.json    the sealed plan and its ledger entry, copied at the start
+    manifest.json                the machine fingerprint (machine.manifest)
+    generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
+    scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
+    scores/stability/<c>.jsonl   unseeded scorer runs of a scorer_stability control
+    analysis.json                the sealed rules applied (analysis.schema)
+    RESULTS.md, plots/<n>.png    the report
+    bundle.json, bundle.dsse.json  the digest of every file above and its signature
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from capsule import __version__
-from capsule.atomic import write_json_atomic
-from capsule.errors import BadInputError
 
 RUN_RECORD = "run.json"
-BUNDLE_FILE = "bundle.json"
+PLAN_COPY = "plan.toml"
+PLAN_SEAL = "plan.seal.json"
+MANIFEST = "manifest.json"
+GENERATIONS = "generations"
+SCORES = "scores"
+STABILITY = "stability"
+ANALYSIS = "analysis.json"
+RESULTS = "RESULTS.md"
+PLOTS = "plots"
+BUNDLE = "bundle.json"
+ENVELOPE = "bundle.dsse.json"
+ROWS_SUFFIX = ".jsonl"
+META_SUFFIX = ".meta.json"
 
 
 @dataclass(frozen=True)
 class RunDir:
-    """An open run directory and its identity record."""
+    """Every path of one run directory, derived from its root."""
 
     path: Path
-    record: dict[str, Any]
-    resumed: bool
 
     @property
-    def run_id(self) -> str:
-        """The run's id: UTC start time and a short plan hash."""
-        return str(self.record["run_id"])
+    def record(self) -> Path:
+        """run.json: the run's identity (plan hash, ledger head at start, start time)."""
+        return self.path / RUN_RECORD
 
+    @property
+    def plan(self) -> Path:
+        """The copy of the sealed plan the run was made from."""
+        return self.path / PLAN_COPY
 
-def utc_now() -> str:
-    """The current UTC time as ISO-8601 with a `Z` (second resolution)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    @property
+    def plan_seal(self) -> Path:
+        """The plan's ledger entry, copied when the run started."""
+        return self.path / PLAN_SEAL
 
+    @property
+    def manifest(self) -> Path:
+        """The machine fingerprint written when the run started."""
+        return self.path / MANIFEST
 
-def new_run_id(plan_sha256: str, now: datetime | None = None) -> str:
-    """`YYYYmmddTHHMMSSZ-<first 8 hex of the plan hash>`: sortable by time, names the plan bytes."""
-    moment = now or datetime.now(UTC)
-    return f"{moment.strftime('%Y%m%dT%H%M%SZ')}-{plan_sha256[:8]}"
+    @property
+    def generations_dir(self) -> Path:
+        """The folder of every arm's generation rows."""
+        return self.path / GENERATIONS
 
+    def generations(self, arm: str) -> Path:
+        """An arm's generation rows (appended batch by batch)."""
+        return self.generations_dir / f"{arm}{ROWS_SUFFIX}"
 
-def read_run_record(path: Path) -> dict[str, Any]:
-    """Load `run.json` of a run directory (BadInputError naming the file if absent or malformed)."""
-    record_path = path / RUN_RECORD
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory") from error
-    except json.JSONDecodeError as error:
-        raise BadInputError(f"{record_path}: not JSON ({error.msg}, line {error.lineno})") from error
-    for field in ("run_id", "plan_sha256", "plan_path", "ledger_head_at_start", "started"):
-        if field not in record:
-            raise BadInputError(f"{record_path}: missing field '{field}'")
-    return dict(record)
+    def generations_meta(self, arm: str) -> Path:
+        """An arm's generation sidecar: settings, plan hash, manifest digest, status."""
+        return self.generations_dir / f"{arm}{META_SUFFIX}"
 
+    def scores(self, arm: str) -> Path:
+        """An arm's seeded score rows."""
+        return self.path / SCORES / f"{arm}{ROWS_SUFFIX}"
 
-def _resumable(results_root: Path, plan_sha256: str) -> Path | None:
-    if not results_root.is_dir():
-        return None
-    for candidate in sorted(results_root.iterdir(), reverse=True):
-        record_path = candidate / RUN_RECORD
-        if not record_path.is_file() or (candidate / BUNDLE_FILE).exists():
-            continue
-        try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            continue
-        if record.get("plan_sha256") == plan_sha256:
-            return candidate
-    return None
+    def scores_meta(self, arm: str) -> Path:
+        """What an arm's scores were made from (generations sha256, scorer seed)."""
+        return self.path / SCORES / f"{arm}{META_SUFFIX}"
 
+    def stability(self, control: str) -> Path:
+        """The stored unseeded scorer runs of a scorer_stability control."""
+        return self.path / SCORES / STABILITY / f"{control}{ROWS_SUFFIX}"
 
-def open_run_dir(
-    *,
-    results_root: Path,
-    plan_path: str,
-    plan_sha256: str,
-    ledger_head: str,
-    explicit: Path | None = None,
-    fresh: bool = False,
-) -> RunDir:
-    """Resume the latest unfinished run of these plan bytes, or start a new one.
+    @property
+    def analysis(self) -> Path:
+        """analysis.json: the sealed comparisons, controls and verdicts applied."""
+        return self.path / ANALYSIS
 
-    `explicit` names the directory: it is resumed if it belongs to this plan hash, refused if it
-    belongs to another, and created if it does not exist. `fresh` always starts a new run.
-    """
-    if explicit is not None and (explicit / RUN_RECORD).exists():
-        record = read_run_record(explicit)
-        if record["plan_sha256"] != plan_sha256:
-            raise BadInputError(
-                f"{explicit}: made from plan sha256 {record['plan_sha256'][:12]}…, but {plan_path} is "
-                f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new --run-dir"
-            )
-        if (explicit / BUNDLE_FILE).exists():
-            raise BadInputError(f"{explicit}: already bundled (finished); choose a new --run-dir")
-        return RunDir(explicit, record, resumed=True)
-    if explicit is None and not fresh:
-        found = _resumable(results_root, plan_sha256)
-        if found is not None:
-            return RunDir(found, read_run_record(found), resumed=True)
-    run_id = new_run_id(plan_sha256)
-    path = explicit or results_root / run_id
-    if path.exists() and any(path.iterdir()):
-        raise BadInputError(f"{path}: exists and is not a capsule run directory; choose another --run-dir")
-    path.mkdir(parents=True, exist_ok=True)
-    record = {
-        "run_id": run_id,
-        "plan_path": plan_path,
-        "plan_sha256": plan_sha256,
-        "ledger_head_at_start": ledger_head,
-        "started": utc_now(),
-        "capsule_version": __version__,
-    }
-    write_json_atomic(path / RUN_RECORD, record)
-    return RunDir(path, record, resumed=False)
+    @property
+    def results(self) -> Path:
+        """RESULTS.md: the report."""
+        return self.path / RESULTS
+
+    @property
+    def plots_dir(self) -> Path:
+        """The folder of the report's plots."""
+        return self.path / PLOTS
+
+    def plot(self, name: str) -> Path:
+        """One plot file, `name` being e.g. `arms.png`."""
+        return self.plots_dir / name
+
+    @staticmethod
+    def plot_relative(name: str) -> str:
+        """A plot's path as RESULTS.md and the bundle name it (`plots/arms.png`)."""
+        return f"{PLOTS}/{name}"
+
+    @property
+    def bundle(self) -> Path:
+        """bundle.json: every file of the run with its sha256."""
+        return self.path / BUNDLE
+
+    @property
+    def envelope(self) -> Path:
+        """bundle.dsse.json: the DSSE signature over the bundle's statement."""
+        return self.path / ENVELOPE
+
+    @property
+    def is_bundled(self) -> bool:
+        """Whether the run has been signed (a signed run is finished)."""
+        return self.bundle.exists()

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.prompts import Prompt
+from capsule.artifacts.prompts import Prompt
 from ifeval_scorer.evaluate import PromptVerdicts, evaluate_prompt
 from ifeval_scorer.inputs import Response, rows_in_memory, validate_rows
 from ifeval_scorer.rule import LETTERS

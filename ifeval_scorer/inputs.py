@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capsule.artifacts.prompts import Prompt
 from capsule.errors import BadInputError
-from capsule.prompts import Prompt
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def materialize(root: Path | None = None) -> Path:
     Files already present with the right bytes are left alone; anything else is rewritten. Every
     directory on the way is made user-only, since NLTK loads what it finds there.
     """
-    from capsule.cache import cache_dir, ensure_private_dir
+    from capsule.artifacts.cache import cache_dir, ensure_private_dir
 
     base = ensure_private_dir(root if root is not None else cache_dir() / NLTK_DATA_DIRNAME)
     directory = base

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from capsule.prompts import Prompt, load_prompts
+from capsule.artifacts.prompts import Prompt, load_prompts
 from ifeval_scorer.evaluate import evaluate_prompt
 from ifeval_scorer.inputs import Response, rows_in_memory, validate_rows
 from ifeval_scorer.scores import Scores
@@ -15,7 +15,7 @@ from ifeval_scorer.scores import Scores
 
 def pinned_prompts(path: Path | None = None) -> dict[int, Prompt]:
     """The verified 541-row IFEval prompt file (fetched into the cache if needed), keyed by key."""
-    from capsule.fetch import fetch_prompts
+    from capsule.artifacts.pinned_prompts import fetch_prompts
 
     return load_prompts(fetch_prompts(path).path)
 

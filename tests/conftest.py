@@ -34,7 +34,7 @@ def repo_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def prompts_path() -> Path:
     """The verified IFEval prompt file (fetched into the cache on first use)."""
-    from capsule.fetch import fetch_prompts
+    from capsule.artifacts.pinned_prompts import fetch_prompts
 
     return fetch_prompts().path
 
@@ -50,6 +50,6 @@ def gpt4_fixture() -> Path:
 @pytest.fixture(scope="session")
 def embedded_model_dir() -> Path:
     """The dequantized embedded model directory (built once into the cache)."""
-    from capsule.embedded_model import fetch_model
+    from capsule.artifacts.embedded_model import fetch_model
 
     return fetch_model()[0]

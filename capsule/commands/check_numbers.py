@@ -20,7 +20,7 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None) -> None:
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare numbers and
     verdicts one by one; any drift exits 3 with the line, the number found and the number expected."""
     from capsule.errors import VerificationError
-    from capsule.numbers import check_files
+    from capsule.report.numbers import check_files
 
     result = check_files(list(files), run_dir)
     for drift in result.drifts:

@@ -24,8 +24,8 @@ def doctor(ctx: click.Context, plan_path: Path, model_dir: Path | None, prompts_
     Exit 0 when everything the plan needs is here, 2 otherwise (one MISSING line per missing thing).
     Memory figures are estimates: weights + KV cache for batch x (prompt + new tokens) + an overhead.
     """
-    from capsule.doctor import run_doctor
-    from capsule.plan_loader import load_plan
+    from capsule.machine.doctor import run_doctor
+    from capsule.prereg.loader import load_plan
 
     plan = load_plan(plan_path)
     report = run_doctor(plan, model_dir=model_dir, prompts_path=prompts_path, results_root=results_root)

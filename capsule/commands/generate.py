@@ -12,13 +12,13 @@ from capsule.errors import BadInputError
 
 def _plan_arm(plan_path: Path, arm_name: str, model_dir: Path | None) -> tuple:
     """Load and verify the sealed plan; return (arm, keys, prompts, model_dir, plan_hash, name)."""
-    from capsule.fetch import fetch_prompts
-    from capsule.generate import subset_keys
+    from capsule.artifacts.model_store import resolve_model_dir
+    from capsule.artifacts.pinned_prompts import fetch_prompts
+    from capsule.artifacts.prompts import load_prompts
+    from capsule.generation.arm_runner import subset_keys
     from capsule.hashing import sha256_file
-    from capsule.ledger import require_sealed
-    from capsule.model_store import resolve_model_dir
-    from capsule.plan_loader import load_plan
-    from capsule.prompts import load_prompts
+    from capsule.prereg.ledger import require_sealed
+    from capsule.prereg.loader import load_plan
 
     plan = load_plan(plan_path)
     record = require_sealed(plan.path)
@@ -51,11 +51,11 @@ def _adhoc_arm(
     model_dir: Path | None,
 ) -> tuple:
     """A greedy arm built from options, on the pinned prompts and the embedded model (or --model-dir)."""
-    from capsule.embedded_model import fetch_model
-    from capsule.fetch import fetch_prompts
-    from capsule.model_store import verify_local_dir
-    from capsule.plan import Arm, Decoding
-    from capsule.prompts import load_prompts
+    from capsule.artifacts.embedded_model import fetch_model
+    from capsule.artifacts.model_store import verify_local_dir
+    from capsule.artifacts.pinned_prompts import fetch_prompts
+    from capsule.artifacts.prompts import load_prompts
+    from capsule.prereg.plan import Arm, Decoding
 
     prompts = load_prompts(fetch_prompts().path)
     if keys_text:
@@ -141,7 +141,7 @@ def generate(
     no_progress: bool,
 ) -> None:
     """Generate one arm: `--plan P --arm A`, or ad hoc (greedy) with --backend/--batch-size/--keys --out."""
-    from capsule.generate import generate_arm
+    from capsule.generation.arm_runner import generate_arm
 
     if plan_path is not None:
         if not arm_name:

@@ -15,7 +15,7 @@ import click
 @click.option("--force", is_flag=True, help="Replace an existing key pair in that directory.")
 def keygen(out_dir: Path | None, force: bool) -> None:
     """Generate an Ed25519 signing key pair for result bundles."""
-    from capsule.signing import KEY_ENV, default_key_dir, generate_keypair
+    from capsule.evidence.signing import KEY_ENV, default_key_dir, generate_keypair
 
     pair = generate_keypair(out_dir, overwrite=force)
     click.echo(f"private key: {pair.private_path} (mode 0600; keep it secret)")

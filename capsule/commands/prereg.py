@@ -38,7 +38,7 @@ def prereg() -> None:
 @_LEDGER
 def seal(plan: Path, note: str, ledger_path: Path) -> None:
     """Validate PLAN (plan.toml or its directory) and seal it with its rationale and controls files."""
-    from capsule.sealing import seal_plan
+    from capsule.prereg.sealing import seal_plan
 
     entries = seal_plan(plan, note, ledger_path)
     if not entries:
@@ -56,7 +56,7 @@ def seal(plan: Path, note: str, ledger_path: Path) -> None:
 @_LEDGER
 def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> None:
     """Seal NEW_PLAN as an amendment of a sealed plan; the old entry stays."""
-    from capsule.sealing import amend_plan
+    from capsule.prereg.sealing import amend_plan
 
     entries = amend_plan(new_plan, old_plan, reason, ledger_path)
     if not entries:
@@ -73,7 +73,7 @@ def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> Non
 @_LEDGER
 def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: Path) -> None:
     """Replace TOKEN in a sealed FILE with a same-length text and record the substitution."""
-    from capsule.sealing import redact_file
+    from capsule.prereg.sealing import redact_file
 
     entry = redact_file(file, token, replacement, reason, ledger_path)
     click.echo(f"redacted {_show(entry)}")
@@ -83,7 +83,7 @@ def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: P
 @_LEDGER
 def verify(ledger_path: Path) -> None:
     """Recompute every hash and link and re-hash every sealed file; exit 3 naming the first broken entry."""
-    from capsule.ledger import verify_ledger
+    from capsule.prereg.ledger import verify_ledger
 
     ledger = verify_ledger(ledger_path)
     for entry in ledger.entries:
@@ -102,8 +102,8 @@ def verify(ledger_path: Path) -> None:
 def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> None:
     """Confirm redact entry SEQ from the ORIGINAL (pre-redaction) bytes and the file as it is now."""
     from capsule.errors import BadInputError
-    from capsule.ledger import verify_ledger
-    from capsule.sealing import confirm_redaction
+    from capsule.prereg.ledger import verify_ledger
+    from capsule.prereg.sealing import confirm_redaction
 
     ledger = verify_ledger(ledger_path)
     entry = next((e for e in ledger.entries if e["seq"] == seq), None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from capsule.ledger import DEFAULT_LEDGER
+from capsule.prereg.ledger import DEFAULT_LEDGER
 
 
 @click.command()
@@ -59,13 +59,13 @@ def report(
     change would break its signature.
     """
     from capsule.errors import BadInputError, VerificationError
-    from capsule.numbers import update_file
-    from capsule.report import changed_outputs, check_report, render_outputs, write_report
+    from capsule.report.document import changed_outputs, check_report, render_outputs, write_report
+    from capsule.report.numbers import update_file
 
     if sum((check, bool(update_files), resign)) > 1:
         raise BadInputError("--check, --update and --resign do different things; run them one at a time")
     if resign:
-        from capsule.resign import resign_run
+        from capsule.pipeline.resign import resign_run
 
         if not (run_dir / "bundle.json").exists():
             raise BadInputError(

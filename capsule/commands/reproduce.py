@@ -75,9 +75,9 @@ def reproduce(
     no_progress: bool,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
-    from capsule.report import headline_line
-    from capsule.reproduce import ReproduceOptions
-    from capsule.reproduce import reproduce as run_plan
+    from capsule.pipeline.reproduce import ReproduceOptions
+    from capsule.pipeline.reproduce import reproduce as run_plan
+    from capsule.report.document import headline_line
 
     if results_root is None:
         results_root = Path("runs/dry-run") if dry_run else Path("results")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from capsule.ledger import DEFAULT_LEDGER
+from capsule.prereg.ledger import DEFAULT_LEDGER
 
 
 @click.command()
@@ -24,6 +24,6 @@ def verify(run_dir: Path, pubkey: Path | None, ledger_path: Path) -> None:
 
     Exit 0 with a one-line summary, or exit 3 with the first failure and what differs.
     """
-    from capsule.verify import verify_run
+    from capsule.evidence.verify import verify_run
 
     click.echo(verify_run(run_dir, pubkey=pubkey, ledger_path=ledger_path).line())

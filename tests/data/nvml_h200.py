@@ -152,7 +152,7 @@ FIXTURE_NOTE = (
 
 def synthesize_h200_manifest(**build_kwargs: Any) -> dict[str, Any]:
     """A manifest of this machine with the fixture standing in for NVML, labelled as synthesized."""
-    from capsule.manifest import build_manifest, validate_manifest
+    from capsule.machine.manifest import build_manifest, validate_manifest
 
     manifest = build_manifest(nvml=FakeNvml(), **build_kwargs)
     manifest["capture"].update(source="synthesized-from-fixture", note=FIXTURE_NOTE)
@@ -164,9 +164,9 @@ def synthesize_h200_manifest(**build_kwargs: Any) -> dict[str, Any]:
 if __name__ == "__main__":  # regenerate the committed example
     from pathlib import Path
 
-    from capsule.embedded_model import model_cache_dir
-    from capsule.fetch import prompts_cache_path
-    from capsule.manifest import write_manifest
+    from capsule.artifacts.embedded_model import model_cache_dir
+    from capsule.artifacts.pinned_prompts import prompts_cache_path
+    from capsule.machine.manifest import write_manifest
 
     target = Path("manifests/examples/h200-fixture.json")
     write_manifest(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from capsule.embedded_model import MODEL_RECORD, verify_model_dir
+from capsule.artifacts.embedded_model import MODEL_RECORD, verify_model_dir
 from capsule.errors import VerificationError
 from capsule.pins import EMBEDDED_MODEL_GGUF
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from capsule.arm_store import now_iso
-from capsule.backends import Backend, load_backend
 from capsule.commands.generate import _adhoc_arm
-from capsule.generate import ArmResult, generate_arm
+from capsule.generation.arm_runner import ArmResult, generate_arm
+from capsule.generation.backends import Backend, load_backend
+from capsule.generation.store import now_iso
 
 pytestmark = pytest.mark.slow
 N_PROMPTS, MAX_NEW = 8, 32

@@ -25,12 +25,12 @@ def test_reference_run_verifies(run: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.parametrize("run", RUNS, ids=[str(run.relative_to(REPO)) for run in RUNS])
 def test_reference_analysis_rederives(run: Path, tmp_path: Path) -> None:
+    from capsule.artifacts.embedded_model import fetch_model
+    from capsule.artifacts.pinned_prompts import fetch_prompts
+    from capsule.artifacts.prompts import load_prompts
     from capsule.atomic import write_json_atomic
-    from capsule.embedded_model import fetch_model
-    from capsule.fetch import fetch_prompts
-    from capsule.plan_loader import load_plan
-    from capsule.prompts import load_prompts
-    from capsule.reproduce import derive_analysis, model_tokenizer, run_plan_path
+    from capsule.pipeline.reproduce import derive_analysis, model_tokenizer, run_plan_path
+    from capsule.prereg.loader import load_plan
 
     plan = load_plan(run_plan_path(run, REPO))
     prompts = load_prompts(fetch_prompts().path)

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.plan_loader import CONTROL_KINDS
+from capsule.prereg.loader import CONTROL_KINDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -93,12 +93,12 @@ def test_tampered_run_fails_verify(smoke_run: tuple[Path, Path], tmp_path: Path)
 
 
 def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> None:
+    from capsule.artifacts.embedded_model import fetch_model
+    from capsule.artifacts.pinned_prompts import fetch_prompts
+    from capsule.artifacts.prompts import load_prompts
     from capsule.atomic import write_json_atomic
-    from capsule.embedded_model import fetch_model
-    from capsule.fetch import fetch_prompts
-    from capsule.plan_loader import load_plan
-    from capsule.prompts import load_prompts
-    from capsule.reproduce import derive_analysis, model_tokenizer
+    from capsule.pipeline.reproduce import derive_analysis, model_tokenizer
+    from capsule.prereg.loader import load_plan
 
     root, run = smoke_run
     plan = load_plan(root / "prereg" / "smoke")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capsule.plan import Arm, Decoding
+from capsule.prereg.plan import Arm, Decoding
 
 GREEDY = Decoding("greedy", 1.0, 1.0, 0, 0.0, 0.0, 1.0)
 

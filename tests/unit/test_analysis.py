@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from test_analysis_support import bad, gen_rows, good, make_arm, make_plan, make_scorer, toy_band, toy_prompts
 
-from capsule import stats
-from capsule.analysis import build_analysis, interval_kind
+from capsule.analysis import stats
+from capsule.analysis.derive import build_analysis, interval_kind
+from capsule.analysis.scorer_controls import stability_runs
 from capsule.atomic import write_json_atomic
-from capsule.plan import Comparison, Control
-from capsule.scorer_controls import stability_runs
+from capsule.prereg.plan import Comparison, Control
 
 PROMPTS = toy_prompts(40)
 SCORE = make_scorer(PROMPTS)
@@ -200,7 +200,7 @@ def test_interval_kind() -> None:
 def test_throughput_per_backend_scope() -> None:
     from dataclasses import replace
 
-    from capsule.throughput import timing_scope, token_stats, wall_seconds
+    from capsule.analysis.throughput import timing_scope, token_stats, wall_seconds
 
     # batch scope: each row carries its batch's time -> sum over batches
     rows = [

@@ -1,5 +1,5 @@
 """Small stand-ins shared by the stats / controls / analysis tests: a toy prompt table, a toy scorer,
-generation rows and a plan built directly from `capsule.plan` dataclasses.
+generation rows and a plan built directly from `capsule.prereg.plan` dataclasses.
 
 The toy scorer has two instructions: `toy:word` (the response contains `word`, case-insensitively
 for the loose reading) and `toy:coin` (passes at random when unseeded, always when seeded: a stand-in
@@ -15,7 +15,8 @@ from typing import Any
 
 from arm_builder import build_arm
 
-from capsule.plan import (
+from capsule.artifacts.prompts import Prompt
+from capsule.prereg.plan import (
     Arm,
     Claim,
     Comparison,
@@ -27,7 +28,6 @@ from capsule.plan import (
     Subset,
     VerdictRule,
 )
-from capsule.prompts import Prompt
 
 WORDS = ("apple", "river", "stone", "cloud")
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 from arm_builder import GREEDY, build_arm
 
-from capsule.backends import REGISTRY, Request, check_backend, load_backend, reuse_key
-from capsule.backends.fake import FakeBackend, FakeChatTokenizer
-from capsule.backends.hf_sampling import PerRowSampler
 from capsule.errors import BadInputError, UnavailableError
-from capsule.plan import Arm, Decoding
+from capsule.generation.backends import REGISTRY, Request, check_backend, load_backend, reuse_key
+from capsule.generation.backends.fake import FakeBackend, FakeChatTokenizer
+from capsule.generation.backends.hf_sampling import PerRowSampler
+from capsule.prereg.plan import Arm, Decoding
 
 SAMPLE = Decoding("sample", 0.8, 0.95, 20, 0.0, 0.0, 1.0)
 
@@ -74,7 +74,7 @@ def test_reuse_key_separates_load_time_settings() -> None:
 def test_vllm_batch_invariant_on_cpu_fails_before_loading(tmp_path: Path) -> None:
     if importlib.util.find_spec("vllm") is None or torch.cuda.is_available():
         pytest.skip("needs vllm installed on a CPU-only machine")
-    from capsule.backends.vllm import VLLMBackend
+    from capsule.generation.backends.vllm import VLLMBackend
 
     with pytest.raises(UnavailableError, match="VLLM_BATCH_INVARIANT=1 needs Triton"):
         VLLMBackend(tmp_path, make_arm(backend="vllm", env={"VLLM_BATCH_INVARIANT": "1"}))
@@ -124,7 +124,7 @@ def test_repetition_penalty_ignores_left_padding() -> None:
 
 
 def test_a_backend_loaded_for_other_settings_is_refused(tmp_path: Path) -> None:
-    from capsule.backends import check_reusable
+    from capsule.generation.backends import check_reusable
 
     backend = load_backend("fake", tmp_path, make_arm(backend="fake"))
     check_reusable(backend, make_arm(batch_size=9, seed=1))  # fake/hf: batch size is per call
@@ -133,7 +133,7 @@ def test_a_backend_loaded_for_other_settings_is_refused(tmp_path: Path) -> None:
 
 
 def test_hf_auto_class_follows_the_checkpoint(tmp_path: Path) -> None:
-    from capsule.backends.hf import auto_class_for
+    from capsule.generation.backends.hf import auto_class_for
 
     (tmp_path / "config.json").write_text('{"architectures": ["Qwen3_5ForConditionalGeneration"]}')
     assert auto_class_for(tmp_path) == "AutoModelForImageTextToText"

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capsule.batching import batch_keys_sha256, execution_order, form_batches, request_seed
 from capsule.errors import BadInputError
+from capsule.generation.batching import batch_keys_sha256, execution_order, form_batches, request_seed
 
 
 def test_file_order_chunks_exactly_batch_size_with_remainder_last() -> None:

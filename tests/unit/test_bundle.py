@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from capsule.bundle import (
+from capsule.errors import BadInputError
+from capsule.evidence.bundle import (
     BUNDLE_JSON,
     ENVELOPE_JSON,
     PREDICATE_TYPE,
@@ -22,10 +23,15 @@ from capsule.bundle import (
     BundleResult,
     make_bundle,
 )
-from capsule.errors import BadInputError
+from capsule.evidence.signing import (
+    PAYLOAD_TYPE,
+    SigningKey,
+    fingerprint_of,
+    generate_signer,
+    verify_envelope,
+)
 from capsule.hashing import sha256_bytes, sha256_file
-from capsule.ledger import Ledger
-from capsule.signing import PAYLOAD_TYPE, SigningKey, fingerprint_of, generate_signer, verify_envelope
+from capsule.prereg.ledger import Ledger
 
 PLAN_PATH = "prereg/demo/plan.toml"
 PLAN_BYTES = b'[study]\nname = "demo"\nseed = 1234\n'
@@ -128,7 +134,7 @@ def test_envelope_is_a_signed_in_toto_statement(study: Study) -> None:
 
 
 def test_public_key_travels_with_the_bundle(study: Study) -> None:
-    from capsule.signing import read_public_key
+    from capsule.evidence.signing import read_public_key
 
     included = read_public_key(study.run_dir / PUBLIC_KEY_PEM)
     assert fingerprint_of(included) == fingerprint_of(study.key.public_key) == study.result.fingerprint

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from capsule.chat import HFChatTokenizer, extract_answer, stop_token_ids
 from capsule.errors import BadInputError
+from capsule.generation.chat import HFChatTokenizer, extract_answer, stop_token_ids
 
 
 @pytest.mark.parametrize(

@@ -18,18 +18,18 @@ from test_analysis_support import (
     toy_prompts,
 )
 
-from capsule.controls import (
+from capsule.analysis.controls import (
     ControlInputs,
     rerun_identity,
     run_generation_control,
     seed_vs_batch,
     setting_contrast,
 )
-from capsule.divergence import char_codes, first_divergence, identity_contrast
+from capsule.analysis.divergence import char_codes, first_divergence, identity_contrast
+from capsule.analysis.outcomes import outcomes_from_scores
+from capsule.analysis.scorer_controls import load_compliant, scorer_sanity, scorer_stability, stability_runs
 from capsule.errors import BadInputError
-from capsule.plan import Control
-from capsule.prompt_outcomes import outcomes_from_scores
-from capsule.scorer_controls import load_compliant, scorer_sanity, scorer_stability, stability_runs
+from capsule.prereg.plan import Control
 
 PROMPTS = toy_prompts(12)
 SCORE = make_scorer(PROMPTS)
@@ -204,7 +204,7 @@ def test_scorer_sanity_needs_prompts_and_a_readable_compliant_file(tmp_path: Pat
 
 def test_scorer_sanity_with_the_real_scorer(prompts_path: Path, tmp_path: Path) -> None:
     """A few real prompts through ifeval_scorer: blank scores 0, echoes are traced to their own ids."""
-    from capsule.prompts import load_prompts
+    from capsule.artifacts.prompts import load_prompts
     from ifeval_scorer import score
 
     prompts = dict(list(load_prompts(prompts_path).items())[:8])

@@ -120,7 +120,7 @@ def test_dockerfile_runs_as_non_root_with_capsule_entrypoint_and_identity() -> N
     users = re.findall(r"^USER (\S+)", text, re.MULTILINE)
     assert users and users[-1] not in ("root", "0", "0:0")
     assert 'ENTRYPOINT ["capsule"]' in text and 'CMD ["reproduce"]' in text
-    from capsule.software_probe import IMAGE_ENV
+    from capsule.machine.software import IMAGE_ENV
 
     for key in ("tag", "lock_sha256", "build_time"):
         variable = IMAGE_ENV[key]
@@ -129,7 +129,7 @@ def test_dockerfile_runs_as_non_root_with_capsule_entrypoint_and_identity() -> N
 
 
 def test_baked_hashes_equal_the_capsules_pins() -> None:
-    from capsule.fetch import PROMPTS_FILE
+    from capsule.artifacts.pinned_prompts import PROMPTS_FILE
     from capsule.hashing import sha256_bytes
     from capsule.pins import IFEVAL_PROMPTS_SHA256
     from ifeval_scorer.nltk_data import NLTK_DATA_DIRNAME, PUNKT_TAB_SUBDIR, punkt_tab_files

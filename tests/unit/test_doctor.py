@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from capsule import doctor
 from capsule.cli import cli
 from capsule.hashing import sha256_file
-from capsule.memory_estimate import GIB, HostFacts, kv_geometry, params_from_name, safetensors_params
-from capsule.plan import Plan
-from capsule.plan_loader import load_plan
+from capsule.machine import doctor
+from capsule.machine.memory import GIB, HostFacts, kv_geometry, params_from_name, safetensors_params
+from capsule.prereg.loader import load_plan
+from capsule.prereg.plan import Plan
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_PLAN = REPO / "prereg" / "agents-a1-4b"

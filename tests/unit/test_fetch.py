@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from capsule import fetch as fetch_module
-from capsule import wheels
+from capsule.artifacts import pinned_prompts as fetch_module
+from capsule.artifacts import wheels
+from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import UnavailableError, VerificationError
-from capsule.fetch import fetch_prompts
 from capsule.hashing import sha256_file
 from capsule.pins import IFEVAL_PROMPTS_SHA256
 
@@ -25,7 +25,7 @@ def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_cache_dir_is_private(empty_cache: Path) -> None:
-    from capsule.cache import cache_dir
+    from capsule.artifacts.cache import cache_dir
 
     directory = cache_dir()
     assert directory == empty_cache

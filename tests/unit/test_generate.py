@@ -12,13 +12,13 @@ import pytest
 from arm_builder import build_arm
 from click.testing import CliRunner
 
-from capsule.backends import Completion
-from capsule.backends.fake import FakeBackend, FakeChatTokenizer
-from capsule.batching import execution_order, form_batches
+from capsule.artifacts.prompts import Prompt
 from capsule.errors import BadInputError, VerificationError
-from capsule.generate import ArmResult, generate_arm
-from capsule.plan import Arm, Model
-from capsule.prompts import Prompt
+from capsule.generation.arm_runner import ArmResult, generate_arm
+from capsule.generation.backends import Completion
+from capsule.generation.backends.fake import FakeBackend, FakeChatTokenizer
+from capsule.generation.batching import execution_order, form_batches
+from capsule.prereg.plan import Arm, Model
 
 ROW_FIELDS = {
     "key",
@@ -247,8 +247,8 @@ def test_thinking_on_with_a_template_that_ignores_it_fails_before_loading(tmp_pa
 
 
 def test_model_store_refuses_a_changed_pinned_file(tmp_path: Path) -> None:
+    from capsule.artifacts.model_store import resolve_model_dir
     from capsule.hashing import sha256_file
-    from capsule.model_store import resolve_model_dir
 
     (tmp_path / "config.json").write_text("{}")
     model = Model(name="m", source="path", files={"config.json": sha256_file(tmp_path / "config.json")})

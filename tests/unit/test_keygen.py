@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from capsule.cli import cli
 from capsule.errors import BadInputError
-from capsule.signing import (
+from capsule.evidence.signing import (
     KEY_ENV,
     PRIVATE_KEY_NAME,
     PUBLIC_KEY_NAME,

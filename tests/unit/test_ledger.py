@@ -12,8 +12,8 @@ import pytest
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
-from capsule.ledger import GENESIS, Ledger, entry_hash, require_sealed, verify_ledger
-from capsule.sealing import amend_plan, seal_plan
+from capsule.prereg.ledger import GENESIS, Ledger, entry_hash, require_sealed, verify_ledger
+from capsule.prereg.sealing import amend_plan, seal_plan
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_guards_survive_python_O(repo: Path) -> None:
     plan = repo / "prereg" / "smoke" / "plan.toml"
     plan.write_bytes(plan.read_bytes() + b"\n")
     script = (
-        "import sys; from pathlib import Path; from capsule.ledger import require_sealed\n"
+        "import sys; from pathlib import Path; from capsule.prereg.ledger import require_sealed\n"
         "from capsule.errors import VerificationError\n"
         "try:\n    require_sealed(Path('prereg/smoke'))\nexcept VerificationError as e:\n"
         "    print('refused', e); sys.exit(3)\n"
@@ -164,8 +164,8 @@ def test_guards_survive_python_O(repo: Path) -> None:
 
 
 def test_no_assert_in_guard_modules(repo_root: Path) -> None:
-    for module in ("ledger.py", "sealing.py", "plan_loader.py", "plan_checks.py"):
-        source = (repo_root / "capsule" / module).read_text()
+    for module in ("ledger.py", "sealing.py", "loader.py", "checks.py"):
+        source = (repo_root / "capsule" / "prereg" / module).read_text()
         assert "\n    assert " not in source and "\nassert " not in source, module
 
 

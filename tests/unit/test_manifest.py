@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from capsule.embedded_model import MODEL_RECORD, hash_model_files, tree_digest
+from capsule.artifacts.embedded_model import MODEL_RECORD, hash_model_files, tree_digest
 from capsule.errors import BadInputError, VerificationError
-from capsule.host_probe import parse_cpuinfo
-from capsule.manifest import (
+from capsule.machine.host import parse_cpuinfo
+from capsule.machine.manifest import (
     MANIFEST_FILE,
     build_manifest,
     load_manifest,
@@ -25,7 +25,7 @@ from capsule.manifest import (
     validate_manifest,
     write_manifest,
 )
-from capsule.numerics_probe import REDACTED, numerics_env, probe_numerics, torch_runtime
+from capsule.machine.numerics import REDACTED, numerics_env, probe_numerics, torch_runtime
 
 
 @pytest.fixture(scope="module")

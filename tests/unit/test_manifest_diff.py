@@ -11,8 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.manifest import MANIFEST_FILE, load_manifest
-from capsule.manifest_diff import (
+from capsule.machine.diff import (
     _UNCLASSIFIED,
     NUMERICS,
     OTHER,
@@ -21,6 +20,7 @@ from capsule.manifest_diff import (
     diff_manifests,
     format_diff,
 )
+from capsule.machine.manifest import MANIFEST_FILE, load_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"
 CPU_EXAMPLE = EXAMPLES / "cpu-2core.json"

@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from capsule.gpu_probe import cuda_version_text, hash_uuid, probe_gpus
-from capsule.manifest import build_manifest, validate_manifest
+from capsule.machine.gpu import cuda_version_text, hash_uuid, probe_gpus
+from capsule.machine.manifest import build_manifest, validate_manifest
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "nvml_h200.py"
 

@@ -10,8 +10,8 @@ from test_report_support import make_run
 
 from capsule.cli import cli
 from capsule.errors import BadInputError
-from capsule.numbers import check_files, facts, find_regions, update_file
-from capsule.report import load_run, render_block, write_report
+from capsule.report.document import load_run, render_block, write_report
+from capsule.report.numbers import check_files, facts, find_regions, update_file
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from capsule.errors import BadInputError
-from capsule.metrics import ALL_METRICS, COMPOSITES, METRICS
-from capsule.plan_loader import CONTROL_KINDS, load_plan
+from capsule.prereg.loader import CONTROL_KINDS, load_plan
+from capsule.prereg.metrics import ALL_METRICS, COMPOSITES, METRICS
 
 PLANS = ("smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from test_report_support import make_run
 
-from capsule.plots import PLOTS, render_plots, write_plots
-from capsule.report import PLOT_CAPTIONS, write_report
+from capsule.report.document import PLOT_CAPTIONS, write_report
+from capsule.report.plots import PLOTS, render_plots, write_plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

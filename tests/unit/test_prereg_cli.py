@@ -10,8 +10,8 @@ from click.testing import CliRunner, Result
 
 from capsule.cli import cli
 from capsule.hashing import sha256_bytes
-from capsule.ledger import Ledger, require_sealed
-from capsule.sealing import confirm_redaction
+from capsule.prereg.ledger import Ledger, require_sealed
+from capsule.prereg.sealing import confirm_redaction
 
 
 @pytest.fixture

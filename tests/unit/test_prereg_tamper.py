@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from capsule.cli import cli
 from capsule.errors import VerificationError
-from capsule.ledger import Ledger, require_sealed, verify_ledger
+from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
 
 PLANS = ("smoke", "smollm2-135m-v2", "agents-a1-4b")  # the sealed, current plans
 SMALL = 5000  # distinct sealed files up to this size get every byte flipped (and the ledger always)

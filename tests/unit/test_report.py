@@ -11,7 +11,7 @@ from test_report_support import MANIFEST, make_run, toy_analysis
 
 from capsule.cli import cli
 from capsule.errors import BadInputError
-from capsule.report import (
+from capsule.report.document import (
     BLOCKS,
     ReportInput,
     check_report,

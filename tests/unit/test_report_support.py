@@ -1,5 +1,5 @@
 """A small run directory for the report, plot and check-numbers tests: analysis.json built by
-`capsule.analysis.build_analysis` from the toy stand-ins, a minimal manifest and generation rows."""
+`capsule.analysis.derive.build_analysis` from the toy stand-ins, a minimal manifest and generation rows."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from test_analysis_support import bad, gen_rows, good, make_arm, make_plan, make_scorer, toy_band, toy_prompts
 
-from capsule.analysis import build_analysis
+from capsule.analysis.derive import build_analysis
 from capsule.atomic import write_json_atomic
-from capsule.plan import Comparison, Control
+from capsule.prereg.plan import Comparison, Control
 
 PROMPTS = toy_prompts(40)
 SCORE = make_scorer(PROMPTS)

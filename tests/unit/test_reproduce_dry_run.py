@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from capsule import generate as generate_module
 from capsule.cli import cli
+from capsule.generation import arm_runner as generate_module
 
 
 def _run(*args: str) -> object:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from capsule import report as report_module
 from capsule.cli import cli
-from capsule.ledger import Ledger
-from capsule.resign import sign_again
-from capsule.signing import load_signing_key
+from capsule.evidence.signing import load_signing_key
+from capsule.pipeline.resign import sign_again
+from capsule.prereg.ledger import Ledger
+from capsule.report import document as report_module
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reference_ifeval import fixture_pairs, preserved_global_random, reference_verdicts
 
-from capsule.prompts import Prompt, load_prompts
+from capsule.artifacts.prompts import Prompt, load_prompts
 from ifeval_scorer import METRICS, evaluate_prompt, letter_band, score
 
 # Reference (lm-eval 0.4.13) at seed 0, and the IFEval paper's GPT-4 row, in points.

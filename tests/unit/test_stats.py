@@ -1,4 +1,4 @@
-"""capsule.stats against textbook values, scipy, independent formulas and brute force."""
+"""capsule.analysis.stats against textbook values, scipy, independent formulas and brute force."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from capsule import stats
-from capsule.prompt_outcomes import Outcomes, parts, value
+from capsule.analysis import stats
+from capsule.analysis.outcomes import Outcomes, parts, value
 
 
 def _binomial_p(b: int, c: int) -> float:

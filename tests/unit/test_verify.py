@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study
 
-from capsule import verify as verify_module
-from capsule.bundle import BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM, make_bundle
 from capsule.errors import VerificationError
+from capsule.evidence import verify as verify_module
+from capsule.evidence.bundle import BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM, make_bundle
+from capsule.evidence.signing import generate_keypair, generate_signer
+from capsule.evidence.verify import verify_run
 from capsule.hashing import sha256_bytes
-from capsule.ledger import Ledger
-from capsule.signing import generate_keypair, generate_signer
-from capsule.verify import verify_run
+from capsule.prereg.ledger import Ledger
 
 
 @pytest.fixture

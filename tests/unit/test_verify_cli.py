@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 from test_bundle import Study, build_study
 
-from capsule.bundle import PUBLIC_KEY_PEM
 from capsule.cli import cli
-from capsule.signing import generate_keypair
+from capsule.evidence.bundle import PUBLIC_KEY_PEM
+from capsule.evidence.signing import generate_keypair
 
 
 @pytest.fixture

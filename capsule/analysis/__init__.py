@@ -1,0 +1,1 @@
+"""Analysis: per-prompt outcomes, statistics, paired comparisons, controls, analysis.json."""

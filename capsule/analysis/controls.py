@@ -1,0 +1,178 @@
+"""The generation controls: rerun identity, batch-size and backend contrasts, seed vs batch.
+
+Each control returns one JSON-ready section of analysis.json plus the reasons it failed (an empty
+list when it passed). A control whose arms have no generations yet is returned as skipped rather
+than failed: a partial run can still be analysed, and the section says what is missing. The
+scorer controls live in `capsule.analysis.scorer_controls`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from capsule.analysis.divergence import Tokenize, identity_contrast
+from capsule.analysis.outcomes import Outcomes
+from capsule.analysis.paired import paired_comparison
+from capsule.prereg.plan import Control, Plan
+
+GENERATION_KINDS: tuple[str, ...] = ("rerun_identity", "batch_size", "backend", "seed_vs_batch")
+
+
+@dataclass(frozen=True)
+class ControlInputs:
+    """What every control reads: the plan, each arm's generation rows and scored outcomes."""
+
+    plan: Plan
+    generations: Mapping[str, Sequence[Mapping[str, Any]]]
+    outcomes: Mapping[str, Outcomes]
+    tokenize: Tokenize | None
+
+
+def missing_arms(control: Control, inputs: ControlInputs) -> list[str]:
+    """The control's arms with no generation rows (not run yet, or named wrongly)."""
+    return [arm for arm in control.arms if not inputs.generations.get(arm)]
+
+
+def _header(control: Control) -> dict[str, Any]:
+    return {"kind": control.kind, "arms": list(control.arms), "description": control.description}
+
+
+def _identity(a: str, b: str, inputs: ControlInputs) -> tuple[dict[str, Any], list[str]]:
+    contrast = identity_contrast(inputs.generations[a], inputs.generations[b], inputs.tokenize)
+    failures = []
+    if contrast["input_ids_mismatch"]:
+        failures.append(
+            f"{a} vs {b}: input ids differ on {len(contrast['input_ids_mismatch'])} prompts "
+            "(the arms did not receive identical inputs)"
+        )
+    return {"arms": [a, b], **contrast}, failures
+
+
+def _paired(a: str, b: str, inputs: ControlInputs) -> dict[str, Any]:
+    rule = inputs.plan.verdict
+    return paired_comparison(
+        (a, b),
+        inputs.outcomes.get(a),
+        inputs.outcomes.get(b),
+        rule.metric,
+        rule.confidence,
+        min_pairs=rule.min_pairs,
+        resamples=rule.bootstrap_resamples,
+        seed=rule.bootstrap_seed,
+    )
+
+
+def rerun_identity(control: Control, inputs: ControlInputs) -> tuple[dict[str, Any], list[str]]:
+    """Arms with identical settings, compared pairwise: byte-identical outputs and, for the rest,
+    where they first diverge. `all_identical` is the determinism finding, not a pass/fail test."""
+    pairs, failures = [], []
+    for a, b in combinations(control.arms, 2):
+        contrast, problems = _identity(a, b, inputs)
+        pairs.append(contrast)
+        failures += problems
+    identical = all(
+        p["identical"] == p["n_common"] and not p["only_in_a"] and not p["only_in_b"] for p in pairs
+    )
+    return {**_header(control), "pairs": pairs, "all_identical": identical}, failures
+
+
+def setting_contrast(control: Control, inputs: ControlInputs) -> tuple[dict[str, Any], list[str]]:
+    """Batch-size or backend contrast: per pair of arms, identity, first divergence and the paired
+    test on the verdict rule's metric (the numbers that show whether the setting moves the score)."""
+    plan = inputs.plan
+    pairs, failures = [], []
+    for a, b in combinations(control.arms, 2):
+        contrast, problems = _identity(a, b, inputs)
+        settings = {
+            arm: {
+                "backend": plan.arm(arm).backend,
+                "batch_size": plan.arm(arm).batch_size,
+                "dtype": plan.arm(arm).dtype,
+            }
+            for arm in (a, b)
+        }
+        pairs.append({**contrast, "settings": settings, "paired": _paired(a, b, inputs)})
+        failures += problems
+    return {**_header(control), "pairs": pairs}, failures
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) + 0.0 if values else None
+
+
+def seed_vs_batch(control: Control, inputs: ControlInputs) -> tuple[dict[str, Any], list[str]]:
+    """Sampling: variation between seeds at a fixed batch size against variation between batch sizes
+    at a fixed seed, on the same prompts.
+
+    Pairs of the control's arms that differ only in seed are "seed" pairs, those that differ only in
+    batch size are "batch" pairs (pairs differing in both are not used). For each source: the mean
+    share of discordant prompts (prompt-level pass differs) and the mean absolute difference of the
+    verdict rule's metric; `larger` names the source with the larger discordant share.
+    """
+    plan = inputs.plan
+    sources: dict[str, list[dict[str, Any]]] = {"seed": [], "batch": []}
+    failures: list[str] = []
+    for a, b in combinations(control.arms, 2):
+        arm_a, arm_b = plan.arm(a), plan.arm(b)
+        same_seed, same_batch = arm_a.seed == arm_b.seed, arm_a.batch_size == arm_b.batch_size
+        if same_seed == same_batch:
+            continue
+        contrast, problems = _identity(a, b, inputs)
+        failures += problems
+        paired = _paired(a, b, inputs)
+        n = paired["n_pairs"]
+        entry = {
+            "arms": [a, b],
+            "fixed": {"batch_size": arm_a.batch_size} if same_batch else {"seed": arm_a.seed},
+            "n_pairs": n,
+            "identical": contrast["identical"],
+            "discordant": paired["b"] + paired["c"],
+            "discordant_share": round((paired["b"] + paired["c"]) / n, 4) + 0.0 if n else None,
+            "difference_pct": paired["difference"]["value_pct"] if paired["difference"] else None,
+            "paired": paired,
+        }
+        sources["seed" if same_batch else "batch"].append(entry)
+    summary: dict[str, Any] = {}
+    for source, entries in sources.items():
+        shares = [e["discordant_share"] for e in entries if e["discordant_share"] is not None]
+        diffs = [abs(e["difference_pct"]) for e in entries if e["difference_pct"] is not None]
+        summary[source] = {
+            "pairs": len(entries),
+            "mean_discordant_share": _mean(shares),
+            "mean_abs_difference_pct": _mean(diffs),
+        }
+    seed_share, batch_share = (
+        summary["seed"]["mean_discordant_share"],
+        summary["batch"]["mean_discordant_share"],
+    )
+    if seed_share is None or batch_share is None:
+        larger = None
+    else:
+        larger = "seed" if seed_share > batch_share else "batch" if batch_share > seed_share else "equal"
+    return {
+        **_header(control),
+        "seed_pairs": sources["seed"],
+        "batch_pairs": sources["batch"],
+        "summary": summary,
+        "larger": larger,
+        "metric": plan.verdict.metric,
+    }, failures
+
+
+GENERATION_CONTROLS = {
+    "rerun_identity": rerun_identity,
+    "batch_size": setting_contrast,
+    "backend": setting_contrast,
+    "seed_vs_batch": seed_vs_batch,
+}
+
+
+def run_generation_control(control: Control, inputs: ControlInputs) -> tuple[dict[str, Any], list[str]]:
+    """Run one generation control, or return it as skipped (with the missing arms) if it cannot run."""
+    missing = missing_arms(control, inputs)
+    if missing:
+        return {**_header(control), "skipped": f"no generations for arm(s) {', '.join(missing)}"}, []
+    return GENERATION_CONTROLS[control.kind](control, inputs)

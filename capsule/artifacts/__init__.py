@@ -1,0 +1,1 @@
+"""Pinned artifacts: the cache, PyPI wheel members, the IFEval prompt file, the embedded model."""

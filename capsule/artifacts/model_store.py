@@ -1,0 +1,60 @@
+"""Resolve a plan's model to a verified local directory, before anything loads it.
+
+source "embedded": the capsule's own SmolLM2 directory (`capsule.artifacts.embedded_model.fetch_model`).
+source "path" / "hub": a directory given with `--model-dir`, else `$CAPSULE_MODELS/<repo name>`.
+Either way the plan's pinned `model.files` sha256s are checked first, and `capsule-model.json` too
+when the directory has one; any difference is a VerificationError and nothing is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from capsule.artifacts.embedded_model import MODEL_RECORD, fetch_model, verify_model_dir
+from capsule.errors import BadInputError, VerificationError
+from capsule.hashing import sha256_file
+from capsule.prereg.plan import Model
+
+MODELS_ENV = "CAPSULE_MODELS"
+
+
+def verify_pinned_files(directory: Path, files: dict[str, str]) -> None:
+    """Check each pinned relative path's sha256 (the plan's `model.files`)."""
+    for name, expected in sorted(files.items()):
+        path = directory / name
+        if not path.is_file():
+            raise VerificationError(f"{path}: missing (pinned in the plan's model.files)")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise VerificationError(f"{path}: sha256 {actual}, the plan pins {expected}")
+
+
+def verify_local_dir(directory: Path) -> None:
+    """A directory given by the user: it must exist; its `capsule-model.json`, if any, must match."""
+    if not directory.is_dir():
+        raise BadInputError(f"{directory}: model directory not found; pass --model-dir or set ${MODELS_ENV}")
+    if (directory / MODEL_RECORD).exists():
+        verify_model_dir(directory)
+
+
+def resolve_model_dir(model: Model, model_dir: Path | None = None) -> Path:
+    """The verified local directory holding `model` (VerificationError before any load on a mismatch)."""
+    if model.source == "embedded" and model_dir is None:
+        directory, _source = fetch_model()  # verifies every file against capsule-model.json
+    elif model.source in ("embedded", "path", "hub"):
+        if model_dir is None:
+            root = os.environ.get(MODELS_ENV)
+            if not root:
+                raise BadInputError(
+                    f"model {model.name!r} (source {model.source!r}): pass --model-dir or set ${MODELS_ENV}"
+                )
+            model_dir = Path(root) / (model.repo.split("/")[-1] if model.repo else model.name)
+        directory = model_dir.expanduser()
+        verify_local_dir(directory)
+    else:
+        raise BadInputError(f"model source must be 'embedded', 'path' or 'hub', not {model.source!r}")
+    if not model.files:
+        raise BadInputError(f"model {model.name!r}: the plan pins no model.files sha256s")
+    verify_pinned_files(directory, model.files)
+    return directory

@@ -1,0 +1,1 @@
+"""Evidence: Ed25519/DSSE signing, result bundles, offline verification."""

@@ -1,0 +1,188 @@
+"""Result bundles: digest every file of a run directory, state it in-toto, sign it (DSSE), record it.
+
+A bundle is three files beside the run's own files:
+
+- `bundle.json`: the index, every regular file of the run directory (except these three) with its
+  sha256 and size, the run id, the plan's path and hash, the manifest digest, the ledger heads at
+  the run's start and at bundling, and the signing key's fingerprint;
+- `bundle.dsse.json`: a DSSE envelope over an in-toto Statement v1 whose subjects are those files
+  and whose predicate repeats the run's facts and pins `bundle.json` by its sha256;
+- `bundle.pub.pem`: the public key, so a bundle verifies offline.
+
+A `bundle` ledger entry then pins the envelope's bytes, which makes every byte of the bundle count.
+`capsule.evidence.verify` checks all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from capsule.atomic import write_bytes_atomic, write_json_atomic
+from capsule.errors import BadInputError, VerificationError
+from capsule.evidence.signing import SigningKey, fingerprint_of, public_key_pem, sign_payload
+from capsule.hashing import canonical_json, sha256_bytes, sha256_file
+
+if TYPE_CHECKING:
+    from capsule.prereg.ledger import Ledger
+
+BUNDLE_JSON = "bundle.json"
+ENVELOPE_JSON = "bundle.dsse.json"
+PUBLIC_KEY_PEM = "bundle.pub.pem"
+BUNDLE_OUTPUTS = frozenset({BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM})  # top level of the run dir only
+BUNDLE_SCHEMA = "capsule.bundle/1"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "urn:capsule:run-bundle:v1"
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One bundled file: its path relative to the run directory (POSIX), sha256 and size in bytes."""
+
+    path: str
+    sha256: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used in `bundle.json`."""
+        return {"path": self.path, "sha256": self.sha256, "size": self.size}
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    """What `make_bundle` wrote and recorded."""
+
+    bundle_path: Path
+    envelope_path: Path
+    public_key_path: Path
+    bundle_sha256: str  # of bundle.json's bytes
+    envelope_sha256: str  # of bundle.dsse.json's bytes: "the bundle's digest" in the ledger
+    fingerprint: str
+    n_files: int
+    total_bytes: int
+    ledger_entry: dict[str, Any] | None
+
+
+def check_member_path(value: object, where: str) -> str:
+    """Return `value` if it is a plain relative POSIX path inside the run directory, else fail.
+
+    Rejects absolute paths, drive letters, backslashes, NUL, empty, `.` and `..` components, so a
+    crafted `bundle.json` can never make the verifier read outside the run directory.
+    """
+    if not isinstance(value, str) or not value:
+        raise VerificationError(f"{where}: file path {value!r} is not a non-empty string")
+    if value.startswith("/") or _DRIVE.match(value) or "\\" in value or "\x00" in value:
+        raise VerificationError(f"{where}: path {value!r} escapes the run directory (absolute / not POSIX)")
+    if any(part in ("", ".", "..") for part in value.split("/")):
+        raise VerificationError(f"{where}: path {value!r} escapes the run directory (or is not normalized)")
+    return value
+
+
+def list_run_files(run_dir: Path) -> list[str]:
+    """Sorted relative paths of every file under `run_dir` except the bundle outputs.
+
+    Symlinks and other non-regular files are errors: a bundle digests bytes it owns, and a link could
+    point anywhere. Nothing is opened or followed (the same check guards `capsule verify`, which
+    runs it on every call, hence `os.scandir`). Raises VerificationError.
+    """
+    found: list[str] = []
+    pending = [("", os.fspath(run_dir))]
+    while pending:
+        prefix, directory = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                relative = prefix + entry.name
+                if entry.is_symlink():
+                    raise VerificationError(f"{entry.path}: a symlink; run directories hold plain files only")
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((relative + "/", entry.path))
+                elif not entry.is_file(follow_symlinks=False):
+                    raise VerificationError(f"{entry.path}: not a regular file; remove it from the run dir")
+                elif relative not in BUNDLE_OUTPUTS:
+                    found.append(relative)
+    return sorted(found)
+
+
+def collect_files(run_dir: Path) -> list[FileRecord]:
+    """Digest every file of the run directory (bytes as stored, so `.jsonl.gz` stays compressed)."""
+    records = []
+    for relative in list_run_files(run_dir):
+        path = run_dir / relative
+        records.append(FileRecord(relative, sha256_file(path), path.stat().st_size))
+    return records
+
+
+def build_statement(bundle: dict[str, Any], bundle_sha256: str) -> dict[str, Any]:
+    """The in-toto Statement v1: one subject per bundled file; the predicate holds the run's facts."""
+    subjects = [
+        {"name": item["path"], "digest": {"sha256": item["sha256"]}, "annotations": {"size": item["size"]}}
+        for item in bundle["files"]
+    ]
+    predicate = {key: bundle[key] for key in ("run_id", "plan", "manifest_digest", "ledger_heads", "key")}
+    predicate["bundle_json_sha256"] = bundle_sha256
+    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
+            "predicate": predicate}
+
+
+def make_bundle(
+    run_dir: Path,
+    *,
+    run_id: str,
+    plan_path: str,
+    plan_sha256: str,
+    manifest_digest: str,
+    ledger_head_at_start: str,
+    key: SigningKey,
+    ledger: Ledger | None,
+) -> BundleResult:
+    """Digest, state, sign and record a finished run directory; returns what was written.
+
+    Writes bundle.json, bundle.pub.pem and bundle.dsse.json (last, atomically), then appends a
+    `bundle` entry (envelope digest, run id, key fingerprint) to `ledger` when one is given. The
+    ledger is re-read first: a run takes hours, and other plans may have been sealed meanwhile.
+    """
+    if ledger is not None:
+        ledger = type(ledger).load(ledger.path, ledger.root)
+        entry_path = ledger.relative(run_dir / ENVELOPE_JSON)  # outside the repository: fail before writing
+    if not run_dir.is_dir():
+        raise BadInputError(f"run directory {run_dir} does not exist")
+    try:
+        files = collect_files(run_dir)
+    except VerificationError as error:
+        raise BadInputError(str(error)) from error
+    fingerprint = fingerprint_of(key.public_key)
+    bundle = {
+        "schema": BUNDLE_SCHEMA,
+        "run_id": run_id,
+        "plan": {"path": plan_path, "sha256": plan_sha256},
+        "manifest_digest": manifest_digest,
+        "ledger_heads": {"at_start": ledger_head_at_start, "at_bundle": ledger.head() if ledger else None},
+        "key": {"fingerprint": fingerprint, "keytype": "ed25519", "public_key_file": PUBLIC_KEY_PEM},
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "files": [record.to_dict() for record in files],
+    }
+    bundle_path = run_dir / BUNDLE_JSON
+    write_json_atomic(bundle_path, bundle)
+    bundle_sha256 = sha256_file(bundle_path)
+    public_path = run_dir / PUBLIC_KEY_PEM
+    write_bytes_atomic(public_path, public_key_pem(key.public_key))
+    envelope = sign_payload(canonical_json(build_statement(bundle, bundle_sha256)), key)
+    envelope_bytes = (canonical_json(envelope).decode("utf-8") + "\n").encode("utf-8")
+    envelope_path = run_dir / ENVELOPE_JSON
+    write_bytes_atomic(envelope_path, envelope_bytes)
+    envelope_sha256 = sha256_bytes(envelope_bytes)
+    entry = None
+    if ledger is not None:
+        entry = ledger.append(
+            "bundle", entry_path, envelope_sha256, f"signed bundle of run {run_id}",
+            run_id=run_id, key_fingerprint=fingerprint, bundle_json_sha256=bundle_sha256,
+        )
+    return BundleResult(
+        bundle_path, envelope_path, public_path, bundle_sha256, envelope_sha256, fingerprint,
+        len(files), sum(record.size for record in files), entry,
+    )

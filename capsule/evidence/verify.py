@@ -1,0 +1,260 @@
+"""`capsule verify`: check a signed run bundle offline, stopping at the first thing that differs.
+
+Order (cheap and safe first): no symlinks or odd files in the run directory; `bundle.json` parses
+and every listed path stays inside the run directory (before any listed file is read); the DSSE
+signature verifies with the given or the included key; the signed Statement pins `bundle.json`
+and agrees with it; the included key is the signing key; no file is missing or extra; every file's
+size and sha256 match; the ledger verifies, the plan's seal precedes the run's start, and the
+`bundle` entry pins this envelope and key. Any failure raises VerificationError (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import CapsuleError, VerificationError
+from capsule.evidence.bundle import (
+    BUNDLE_JSON,
+    BUNDLE_SCHEMA,
+    ENVELOPE_JSON,
+    PREDICATE_TYPE,
+    PUBLIC_KEY_PEM,
+    STATEMENT_TYPE,
+    build_statement,
+    check_member_path,
+    list_run_files,
+)
+from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
+from capsule.hashing import sha256_bytes, sha256_file
+
+_PLAN_KINDS = ("seal", "amend", "redact")
+
+
+@dataclass(frozen=True)
+class VerifySummary:
+    """What `verify_run` established, for a one-line report."""
+
+    run_id: str
+    n_files: int
+    total_bytes: int
+    fingerprint: str
+    key_source: str
+    plan_path: str
+    plan_seq: Any
+    start_seq: Any
+    bundle_seq: Any
+    ledger_path: Path
+    ledger_entries: int
+
+    def line(self) -> str:
+        """One line: files, signature (and which key), plan seal order, ledger."""
+        return (
+            f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
+            f"{self.fingerprint[:16]} ({self.key_source}); plan {self.plan_path} sealed at ledger entry "
+            f"{self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
+            f"{self.bundle_seq}; ledger {self.ledger_path} ({self.ledger_entries} entries) verifies"
+        )
+
+
+def _read_json(path: Path, label: str) -> tuple[bytes, Any]:
+    try:
+        data = path.read_bytes()
+        return data, json.loads(data.decode("utf-8"))
+    except FileNotFoundError as error:
+        raise VerificationError(f"{path}: {label} is missing; is this a bundled run directory?") from error
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise VerificationError(f"{path}: {label} is not valid UTF-8 JSON ({error})") from error
+
+
+def _field(mapping: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(mapping, dict) or key not in mapping or not isinstance(mapping[key], kind):
+        raise VerificationError(f"{where}: field {key!r} is missing or has the wrong type")
+    return mapping[key]
+
+
+def _read_index(run_dir: Path) -> tuple[bytes, dict[str, Any]]:
+    """Parse bundle.json and check its shape and every listed path, reading no listed file."""
+    where = str(run_dir / BUNDLE_JSON)
+    data, bundle = _read_json(run_dir / BUNDLE_JSON, BUNDLE_JSON)
+    if _field(bundle, "schema", str, where) != BUNDLE_SCHEMA:
+        raise VerificationError(f"{where}: schema {bundle['schema']!r}, expected {BUNDLE_SCHEMA!r}")
+    for key, kind in (("run_id", str), ("plan", dict), ("manifest_digest", str), ("ledger_heads", dict),
+                      ("key", dict), ("files", list)):
+        _field(bundle, key, kind, where)
+    _field(bundle["plan"], "path", str, f"{where} plan")
+    _field(bundle["plan"], "sha256", str, f"{where} plan")
+    _field(bundle["ledger_heads"], "at_start", str, f"{where} ledger_heads")
+    _field(bundle["ledger_heads"], "at_bundle", (str, type(None)), f"{where} ledger_heads")
+    _field(bundle["key"], "fingerprint", str, f"{where} key")
+    seen: set[str] = set()
+    for index, item in enumerate(bundle["files"]):
+        item_where = f"{where} files[{index}]"
+        path = check_member_path(_field(item, "path", str, item_where), item_where)
+        _field(item, "sha256", str, item_where)
+        if not isinstance(item.get("size"), int) or isinstance(item["size"], bool):
+            raise VerificationError(f"{item_where}: field 'size' is missing or has the wrong type")
+        if path in seen:
+            raise VerificationError(f"{item_where}: {path} is listed twice")
+        seen.add(path)
+    return data, bundle
+
+
+def _choose_key(run_dir: Path, pubkey: Path | None) -> tuple[Any, str]:
+    if pubkey is not None:
+        return read_public_key(pubkey), f"given key {pubkey}"
+    return read_public_key(run_dir / PUBLIC_KEY_PEM), f"included key {PUBLIC_KEY_PEM}"
+
+
+def _check_statement(statement: Any, bundle: dict[str, Any], bundle_bytes: bytes, where: str) -> None:
+    """The signed Statement must pin bundle.json's bytes and say exactly what bundle.json says."""
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise VerificationError(f"{where}: payload is not an in-toto Statement v1")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        raise VerificationError(
+            f"{where}: predicateType {statement.get('predicateType')!r}, expected {PREDICATE_TYPE!r}"
+        )
+    predicate = statement.get("predicate")
+    signed_digest = predicate.get("bundle_json_sha256") if isinstance(predicate, dict) else None
+    actual = sha256_bytes(bundle_bytes)
+    if signed_digest != actual:
+        raise VerificationError(f"{BUNDLE_JSON}: sha256 {actual}, the signed statement pins {signed_digest}")
+    if statement != build_statement(bundle, actual):
+        raise VerificationError(f"{where}: signed statement disagrees with {BUNDLE_JSON}")
+
+
+def _check_included_key(run_dir: Path, key: Any, signed_fingerprint: str) -> None:
+    """bundle.pub.pem must be the signing key, byte for byte in canonical PEM."""
+    path = run_dir / PUBLIC_KEY_PEM
+    included = read_public_key(path)
+    fingerprint, included_fingerprint = fingerprint_of(key), fingerprint_of(included)
+    if fingerprint != signed_fingerprint:
+        raise VerificationError(f"signed bundle names key {signed_fingerprint}; verified by {fingerprint}")
+    if included_fingerprint != fingerprint:
+        raise VerificationError(f"{path}: key {included_fingerprint}, not the verifying key {fingerprint}")
+    if path.read_bytes() != public_key_pem(included):
+        raise VerificationError(f"{path}: not in canonical PEM form (bytes were altered)")
+
+
+def _check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]]) -> None:
+    names = {item["path"] for item in listed}
+    missing, extra = sorted(names - set(on_disk)), sorted(set(on_disk) - names)
+    if missing or extra:
+        raise VerificationError(
+            f"{run_dir}: files differ from the bundle: missing {missing or 'none'}, extra {extra or 'none'}"
+        )
+    root = os.fspath(run_dir)
+    for item in listed:
+        path = os.path.join(root, item["path"])  # plain strings: this loop runs once per tamper-test flip
+        size = os.stat(path).st_size
+        if size != item["size"]:
+            raise VerificationError(f"{item['path']}: {size} bytes on disk, {item['size']} in the bundle")
+        digest = sha256_file(Path(path))
+        if digest != item["sha256"]:
+            raise VerificationError(
+                f"{item['path']}: sha256 {digest} on disk, {item['sha256']} in the bundle"
+            )
+
+
+def _load_ledger(ledger_path: Path) -> Any:
+    from capsule.prereg.ledger import Ledger
+
+    if not ledger_path.is_file():
+        raise VerificationError(f"ledger {ledger_path} not found; pass --ledger PATH")
+    try:
+        ledger = Ledger.load(ledger_path)
+        ledger.verify()
+    except VerificationError:
+        raise
+    except CapsuleError as error:
+        raise VerificationError(f"ledger {ledger_path} does not verify: {error}") from error
+    return ledger
+
+
+def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
+                  fingerprint: str) -> tuple[Any, Any, Any]:
+    """Plan sealed before the run's start head; a bundle entry pins this envelope and key."""
+    entries: list[dict[str, Any]] = ledger.entries
+    position = {entry["hash"]: index for index, entry in enumerate(entries)}
+    head = bundle["ledger_heads"]["at_start"]
+    if head not in position:
+        raise VerificationError(f"ledger {ledger_path}: the run's start head {head} is none of its entries")
+    start = position[head]
+    plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
+    for_plan = [i for i, entry in enumerate(entries)
+                if entry.get("kind") in _PLAN_KINDS and entry.get("path") == plan_path]
+    before = [i for i in for_plan if i <= start]
+    if not before:
+        later = f"; it was sealed at entry {entries[for_plan[0]].get('seq')}" if for_plan else ""
+        raise VerificationError(
+            f"plan {plan_path} was not sealed before the run started (start head: entry "
+            f"{entries[start].get('seq')}){later}"
+        )
+    plan_entry = entries[before[-1]]
+    superseded = [e for e in entries[: start + 1] if e.get("kind") == "amend" and e.get("of") == plan_path]
+    if superseded:
+        raise VerificationError(
+            f"plan {plan_path} was superseded by {superseded[-1].get('path')} (amend, entry "
+            f"{superseded[-1].get('seq')}) before the run started; runs must use the amended plan"
+        )
+    if plan_entry.get("sha256") != plan_sha:
+        raise VerificationError(
+            f"plan {plan_path}: the run used sha256 {plan_sha}, the ledger's {plan_entry.get('kind')} entry "
+            f"{plan_entry.get('seq')} (in force at the run's start) records {plan_entry.get('sha256')}"
+        )
+    run_id = bundle["run_id"]
+    for_run = [entry for entry in entries if entry.get("kind") == "bundle" and entry.get("run_id") == run_id]
+    matching = [entry for entry in for_run if entry.get("sha256") == envelope_sha256]
+    if not matching:
+        recorded = ", ".join(str(entry.get("sha256")) for entry in for_run) or "no bundle entry"
+        raise VerificationError(
+            f"ledger {ledger_path}: run {run_id}: {ENVELOPE_JSON} has sha256 {envelope_sha256}; "
+            f"ledger has {recorded}"
+        )
+    bundle_entry = matching[-1]
+    at_bundle = bundle["ledger_heads"].get("at_bundle")
+    if at_bundle not in position or not start <= position[at_bundle] < position[bundle_entry["hash"]]:
+        raise VerificationError(
+            f"ledger {ledger_path}: the bundle's head at signing {at_bundle} is not an entry between the "
+            f"run's start (entry {entries[start].get('seq')}) and its bundle entry {bundle_entry.get('seq')}"
+        )
+    if bundle_entry.get("key_fingerprint") != fingerprint:
+        raise VerificationError(
+            f"ledger bundle entry {bundle_entry.get('seq')} records key "
+            f"{bundle_entry.get('key_fingerprint')}, the bundle is signed by {fingerprint}"
+        )
+    return plan_entry.get("seq"), entries[start].get("seq"), bundle_entry.get("seq")
+
+
+def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> VerifySummary:
+    """Verify a bundled run directory against its signature, its files and the ledger; see module doc."""
+    on_disk = list_run_files(run_dir)  # rejects symlinks and odd files before anything is read
+    bundle_bytes, bundle = _read_index(run_dir)
+    key, key_source = _choose_key(run_dir, pubkey)
+    envelope_bytes, envelope = _read_json(run_dir / ENVELOPE_JSON, ENVELOPE_JSON)
+    where = str(run_dir / ENVELOPE_JSON)
+    payload = verify_envelope(envelope, key, where)
+    try:
+        statement = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise VerificationError(f"{where}: signed payload is not JSON ({error})") from error
+    _check_statement(statement, bundle, bundle_bytes, where)
+    fingerprint = fingerprint_of(key)
+    _check_included_key(run_dir, key, bundle["key"]["fingerprint"])
+    listed = bundle["files"]
+    _check_files(run_dir, on_disk, listed)
+    plan_item = next((item for item in listed if item["path"] == "plan.toml"), None)
+    if plan_item is not None and plan_item["sha256"] != bundle["plan"]["sha256"]:
+        raise VerificationError(
+            f"plan.toml: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
+        )
+    ledger = _load_ledger(ledger_path)
+    envelope_sha256 = sha256_bytes(envelope_bytes)
+    plan_seq, start_seq, bundle_seq = _check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
+    return VerifySummary(
+        bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
+        bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
+    )

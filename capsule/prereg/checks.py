@@ -1,0 +1,212 @@
+"""Whole-plan validation: every cross-reference, and that each control compares what it claims to.
+
+`capsule.prereg.loader` checks each table alone; `check_plan` then checks the plan as a whole, so a
+plan that names a missing arm, a rerun that is not identical, or a seed-by-batch grid with a hole is
+refused before anything runs. Messages name the plan file and the table, as the loader's do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import BadInputError
+from capsule.pins import IFEVAL_PROMPTS_N, IFEVAL_PROMPTS_SHA256
+from capsule.prereg.metrics import COMPOSITES, METRICS
+from capsule.prereg.plan import Arm, Control, Plan
+
+# Fields that may differ between the arms of each control kind (name and bookkeeping always may).
+_BOOKKEEPING = ("name", "description", "max_prompts", "max_wall_minutes")
+_MAY_DIFFER: dict[str, tuple[str, ...]] = {
+    "rerun_identity": (),
+    "batch_size": ("batch_size",),
+    "backend": ("backend", "backend_options", "env"),
+    "seed_vs_batch": ("seed", "batch_size"),
+}
+
+
+def _fail(plan: Plan, where: str, message: str) -> BadInputError:
+    return BadInputError(f"{plan.path}: {where}: {message}")
+
+
+def _unique(plan: Plan, label: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise _fail(plan, f"{label} {name!r}", f"two {label}s share the name {name!r}")
+        seen.add(name)
+
+
+def _blank(arm: Arm, fields: tuple[str, ...]) -> Arm:
+    """The arm with `fields` (and bookkeeping) set to neutral values, for "same except" checks."""
+    neutral: dict[str, Any] = {
+        "name": "",
+        "description": "",
+        "max_prompts": 0,
+        "max_wall_minutes": 0.0,
+        "batch_size": 1,
+        "seed": 0,
+        "backend": "fake",
+        "backend_options": {},
+        "env": {},
+    }
+    return replace(arm, **{f: neutral[f] for f in _BOOKKEEPING + fields})
+
+
+def _differences(a: Arm, b: Arm) -> list[str]:
+    return [f for f in Arm.__dataclass_fields__ if getattr(a, f) != getattr(b, f)]
+
+
+def check_control(plan: Plan, control: Control) -> None:
+    """Check one control's arms against its kind (see `capsule.prereg.plan.Control`)."""
+    where = f"control {control.name!r}"
+    for name in control.arms:
+        if name not in {a.name for a in plan.arms}:
+            raise _fail(plan, where, f"unknown arm {name!r} (arms: {', '.join(a.name for a in plan.arms)})")
+    if len(set(control.arms)) != len(control.arms):
+        raise _fail(plan, where, "an arm is listed twice")
+    arms = [plan.arm(name) for name in control.arms]
+    counts = {
+        "rerun_identity": (2, 2),
+        "batch_size": (2, 99),
+        "backend": (2, 2),
+        "seed_vs_batch": (4, 99),
+        "scorer_stability": (1, 1),
+        "scorer_sanity": (0, 0),
+    }
+    low, high = counts[control.kind]
+    if not low <= len(arms) <= high:
+        wanted = f"exactly {low}" if low == high else f"at least {low}"
+        raise _fail(plan, where, f"kind {control.kind!r} reads {wanted} arm(s), got {len(arms)}")
+    if control.kind in _MAY_DIFFER:
+        fields = _MAY_DIFFER[control.kind]
+        base = _blank(arms[0], fields)
+        for other in arms[1:]:
+            if _blank(other, fields) != base:
+                diff = ", ".join(_differences(_blank(other, fields), base))
+                allowed = (
+                    f"may vary only {', '.join(fields)}" if fields else "needs arms identical but for names"
+                )
+                raise _fail(
+                    plan,
+                    where,
+                    f"arms {arms[0].name!r} and {other.name!r} differ in {diff}; "
+                    f"a {control.kind} control {allowed}",
+                )
+    if control.kind == "batch_size" and len({a.batch_size for a in arms}) != len(arms):
+        raise _fail(plan, where, "each arm needs a different batch_size")
+    if control.kind == "backend" and arms[0].backend == arms[1].backend:
+        raise _fail(plan, where, "the two arms need different backends")
+    if control.kind == "seed_vs_batch":
+        if any(a.decoding.mode != "sample" for a in arms):
+            raise _fail(plan, where, "seed-vs-batch arms must sample (mode 'sample')")
+        cells = [(a.seed, a.batch_size) for a in arms]
+        seeds, batches = {c[0] for c in cells}, {c[1] for c in cells}
+        if (
+            len(seeds) < 2
+            or len(batches) < 2
+            or sorted(cells) != sorted((s, b) for s in seeds for b in batches)
+        ):
+            raise _fail(
+                plan, where, f"arms must form a full grid of >= 2 seeds x >= 2 batch sizes, got {cells}"
+            )
+    if control.kind == "scorer_sanity":
+        _check_compliant(plan, where, control.compliant)
+
+
+def _check_compliant(plan: Plan, where: str, relative: str) -> None:
+    """The hand-written compliant answers: a JSONL file inside the plan directory, {key, response}."""
+    directory = Path(plan.path).parent
+    path = directory / relative
+    if Path(relative).is_absolute() or ".." in Path(relative).parts:
+        raise _fail(plan, where, f"compliant = {relative!r} must be a path inside the plan directory")
+    if not path.is_file():
+        raise _fail(plan, where, f"compliant file {path} does not exist")
+    keys: set[int] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            row = json.loads(line)
+            ok = (
+                set(row) == {"key", "response"}
+                and isinstance(row["key"], int)
+                and isinstance(row["response"], str)
+            )
+        except (json.JSONDecodeError, TypeError):
+            ok = False
+        if not ok:
+            raise _fail(
+                plan, where, f'{path}:{number}: each line must be {{"key": <int>, "response": <str>}}'
+            )
+        if row["key"] in keys:
+            raise _fail(plan, where, f"{path}:{number}: key {row['key']} appears twice")
+        keys.add(row["key"])
+    if not keys:
+        raise _fail(plan, where, f"{path} holds no answers")
+
+
+def _subsets_overlap(plan: Plan, a: Arm, b: Arm) -> bool:
+    """Whether two arms' subsets certainly share their prompts: equal, nested "first n", or one is "all"."""
+    sa, sb = plan.prompts.subsets[a.subset], plan.prompts.subsets[b.subset]
+    return sa == sb or "all" in (sa.rule, sb.rule) or (sa.rule == sb.rule == "first")
+
+
+def check_plan(plan: Plan) -> None:
+    """Validate the plan as a whole: names, references, control consistency, the verdict rule."""
+    _unique(plan, "arm", [a.name for a in plan.arms])
+    _unique(plan, "control", [c.name for c in plan.controls])
+    _unique(plan, "comparison", [c.name for c in plan.comparisons])
+    if not plan.arms:
+        raise _fail(plan, "top level", "declare at least one [[arms]] table")
+    known_n = IFEVAL_PROMPTS_N if plan.prompts.sha256 == IFEVAL_PROMPTS_SHA256 else None
+    for subset in plan.prompts.subsets.values():
+        if known_n is not None and subset.n > known_n:
+            raise _fail(
+                plan, f"subset {subset.name!r}", f"n = {subset.n} exceeds the {known_n} pinned prompts"
+            )
+    for arm in plan.arms:
+        if arm.subset not in plan.prompts.subsets:
+            raise _fail(
+                plan,
+                f"arm {arm.name!r}",
+                f"unknown subset {arm.subset!r} (declared: {', '.join(plan.prompts.subsets)})",
+            )
+    for control in plan.controls:
+        check_control(plan, control)
+    arm_names = {a.name for a in plan.arms}
+    for comparison in plan.comparisons:
+        where = f"comparison {comparison.name!r}"
+        for name in comparison.arms:
+            if name not in arm_names:
+                raise _fail(plan, where, f"unknown arm {name!r}")
+        if comparison.metric not in METRICS:
+            raise _fail(
+                plan,
+                where,
+                f"paired comparisons use a per-prompt or per-instruction metric "
+                f"({', '.join(METRICS)}), not the composite {comparison.metric!r}",
+            )
+        a, b = (plan.arm(n) for n in comparison.arms)
+        if not _subsets_overlap(plan, a, b):
+            raise _fail(
+                plan,
+                where,
+                f"arms {a.name!r} ({a.subset}) and {b.name!r} ({b.subset}) must share "
+                "their prompts: use the same subset, or one on 'all'",
+            )
+    rule = plan.verdict
+    if rule.arm not in arm_names:
+        raise _fail(plan, "[verdict]", f"unknown arm {rule.arm!r}")
+    if rule.metric != plan.claim.metric:
+        raise _fail(
+            plan, "[verdict]", f"metric {rule.metric!r} must be the claim's reading {plan.claim.metric!r}"
+        )
+    if rule.metric in COMPOSITES and rule.interval != "bootstrap":
+        raise _fail(
+            plan,
+            "[verdict]",
+            f"{rule.metric!r} averages two proportions; only 'bootstrap' gives its interval",
+        )
+    if rule.interval == "bootstrap" and rule.bootstrap_resamples < 1000:
+        raise _fail(plan, "[verdict]", "bootstrap_resamples must be at least 1000")

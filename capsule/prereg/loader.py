@@ -1,0 +1,366 @@
+"""Load a plan: TOML -> the frozen dataclasses of `capsule.prereg.plan`, with every key and type checked.
+
+The layout is documented in `prereg/README.md`. Every setting that can change a result is required
+(no defaults); unknown keys are errors that list the allowed ones. This module checks each table on
+its own; `capsule.prereg.checks` then checks the whole plan (cross-references, control consistency)
+before `load_plan` returns, so nothing runs on a plan that is wrong anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import BadInputError
+from capsule.prereg.metrics import ALL_METRICS
+from capsule.prereg.plan import (
+    Arm,
+    Claim,
+    Comparison,
+    Control,
+    Decoding,
+    Model,
+    Plan,
+    PromptSet,
+    Subset,
+    VerdictRule,
+)
+from capsule.prereg.tables import Section
+
+PLAN_FILE = "plan.toml"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")  # arm / plan names become file names
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+BACKENDS = ("hf", "vllm", "fake")
+DTYPES = ("bfloat16", "float16", "float32")
+MODEL_SOURCES = ("embedded", "hub", "path")
+LOADERS = ("causal_lm", "image_text_to_text")
+SUBSET_RULES = ("all", "first", "seeded_sample")
+CONTROL_KINDS = (
+    "rerun_identity",
+    "batch_size",
+    "backend",
+    "seed_vs_batch",
+    "scorer_stability",
+    "scorer_sanity",
+)
+INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
+
+# Backend options a plan may set, with their types; options not listed are refused (extend here).
+# vLLM's `enforce_eager` is required: compiled and eager kernels give different bytes on this CPU.
+BACKEND_OPTIONS: dict[str, dict[str, type]] = {
+    "vllm": {
+        "enforce_eager": bool,
+        "gpu_memory_utilization": float,
+        "max_model_len": int,
+        "max_num_batched_tokens": int,
+        "enable_prefix_caching": bool,
+        "enable_chunked_prefill": bool,
+        "kv_cache_dtype": str,
+        "tensor_parallel_size": int,
+        "block_size": int,
+        "kv_cache_memory_bytes": int,
+    },
+    "hf": {"attn_implementation": str, "device": str},
+    "fake": {},  # the fake backend takes any scalar option (tests)
+}
+REQUIRED_BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {"vllm": ("enforce_eager",), "hf": (), "fake": ()}
+
+
+def _name(section: Section, key: str = "name") -> str:
+    value = section.text(key)
+    if not NAME_RE.match(value):
+        raise section.fail(f"{key} {value!r} must match {NAME_RE.pattern} (it names files)")
+    return value
+
+
+def _sha(section: Section, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not SHA256_RE.match(value):
+        raise section.fail(f"{key!r} must be a full lowercase hex sha256 (64 characters), got {value!r}")
+    return value
+
+
+def parse_model(top: Section) -> Model:
+    """[model] and [model.files]."""
+    s = top.sub("model", "[model]")
+    s.keys(("name", "source", "files", "loader"), ("repo", "revision"))
+    source = s.text("source", MODEL_SOURCES)
+    files = s.sub("files", "[model.files]")
+    if not files.data:
+        raise files.fail("pin at least one file (relative path = sha256)")
+    pinned = {str(path): _sha(files, str(path), digest) for path, digest in sorted(files.data.items())}
+    repo = revision = ""
+    if source == "hub":
+        s.keys(("name", "source", "files", "loader", "repo", "revision"))
+        repo = s.text("repo")
+        revision = s.text("revision")
+        if not re.match(r"^[0-9a-f]{40}$", revision):
+            raise s.fail(f"'revision' must be a full 40-hex commit, got {revision!r}")
+    elif "repo" in s.data or "revision" in s.data:
+        raise s.fail(f"'repo' and 'revision' belong to source 'hub', not {source!r}")
+    return Model(s.text("name"), source, pinned, repo, revision, s.text("loader", LOADERS))
+
+
+def parse_claim(top: Section) -> Claim:
+    """[claim]: the card's number and how the plan reads it."""
+    s = top.sub("claim", "[claim]")
+    s.keys(("text", "value", "metric", "other_readings", "source"))
+    metric = s.text("metric", ALL_METRICS)
+    others = s.names("other_readings")
+    for other in others:
+        if other not in ALL_METRICS:
+            raise s.fail(f"other_readings: unknown metric {other!r} (known: {', '.join(ALL_METRICS)})")
+    if metric in others or len(set(others)) != len(others):
+        raise s.fail("other_readings must be distinct and must not repeat 'metric'")
+    return Claim(s.text("text"), s.number("value", 0.0, 100.0), metric, others, s.text("source"))
+
+
+def parse_prompts(top: Section) -> PromptSet:
+    """[prompts] and its [prompts.subsets.NAME] tables."""
+    s = top.sub("prompts", "[prompts]")
+    s.keys(("sha256", "subsets"))
+    sha = _sha(s, "sha256", s.data["sha256"])
+    subsets_table = s.sub("subsets", "[prompts.subsets]")
+    if not subsets_table.data:
+        raise subsets_table.fail("declare at least one subset")
+    subsets: dict[str, Subset] = {}
+    for name, table in subsets_table.data.items():
+        sub = Section(s.file, f"subset {name!r}", table)
+        if not NAME_RE.match(name):
+            raise sub.fail(f"name must match {NAME_RE.pattern}")
+        rule = sub.text("rule", SUBSET_RULES)
+        required = {"all": ("rule",), "first": ("rule", "n"), "seeded_sample": ("rule", "n", "seed")}[rule]
+        sub.keys(required)
+        n = sub.integer("n", 1) if "n" in required else 0
+        seed = sub.integer("seed", 0) if "seed" in required else 0
+        subsets[name] = Subset(name, rule, n, seed)
+    return PromptSet(sha, subsets)
+
+
+def parse_decoding(arm: Section) -> Decoding:
+    """[arms.decoding]: every knob explicit; greedy requires the neutral values (no hidden sampling)."""
+    s = arm.sub("decoding", "decoding")
+    s.keys(("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"))
+    decoding = Decoding(
+        mode=s.text("mode", ("greedy", "sample")),  # type: ignore[arg-type]
+        temperature=s.number("temperature", 0.0, 10.0),
+        top_p=s.number("top_p", 0.0, 1.0),
+        top_k=s.integer("top_k", -1),
+        min_p=s.number("min_p", 0.0, 1.0),
+        presence_penalty=s.number("presence_penalty", -2.0, 2.0),
+        repetition_penalty=s.number("repetition_penalty", 0.0, 10.0),
+    )
+    if decoding.mode == "greedy":
+        neutral = dict(temperature=0.0, top_p=1.0, min_p=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+        for knob, value in neutral.items():
+            if getattr(decoding, knob) != value:
+                raise s.fail(
+                    f"mode 'greedy' takes {knob} = {value} (argmax, no penalties); use mode 'sample'"
+                )
+        if decoding.top_k not in (0, -1):
+            raise s.fail("mode 'greedy' takes top_k = 0 or -1 (disabled); use mode 'sample'")
+    else:
+        if decoding.temperature <= 0.0 or decoding.top_p <= 0.0 or decoding.repetition_penalty <= 0.0:
+            raise s.fail("mode 'sample' needs temperature > 0, top_p > 0 and repetition_penalty > 0")
+    return decoding
+
+
+def _options(arm: Section, backend: str) -> dict[str, object]:
+    s = arm.sub("backend_options", "backend_options")
+    known = BACKEND_OPTIONS[backend]
+    if known:
+        s.keys(REQUIRED_BACKEND_OPTIONS[backend], tuple(known))
+    elif backend != "fake":
+        s.keys(())
+    options: dict[str, object] = {}
+    for key, value in s.data.items():
+        expected = known.get(key)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        ok = isinstance(value, expected) if expected else isinstance(value, str | int | float | bool)
+        if not ok or (expected is int and isinstance(value, bool)):
+            kind = expected.__name__ if expected else "scalar"
+            raise s.fail(f"{key!r} must be a {kind}, got {value!r}")
+        options[key] = value
+    return options
+
+
+def _env(arm: Section) -> dict[str, str]:
+    s = arm.sub("env", "env")
+    for key, value in s.data.items():
+        if not ENV_RE.match(key) or not isinstance(value, str):
+            raise s.fail(f"{key} = {value!r}: env names are UPPER_CASE and values are strings (quote them)")
+    return dict(s.data)
+
+
+def parse_arm(s: Section) -> Arm:
+    """One [[arms]] table."""
+    s.keys(
+        (
+            "name",
+            "backend",
+            "subset",
+            "dtype",
+            "batch_size",
+            "batch_order",
+            "seed",
+            "max_new_tokens",
+            "thinking",
+            "unclosed",
+            "decoding",
+            "backend_options",
+            "env",
+        ),
+        ("max_prompts", "max_wall_minutes", "description"),
+    )
+    backend = s.text("backend", BACKENDS)
+    return Arm(
+        name=s.data["name"],
+        backend=backend,  # type: ignore[arg-type]
+        subset=s.text("subset"),
+        dtype=s.text("dtype", DTYPES),  # type: ignore[arg-type]
+        batch_size=s.integer("batch_size", 1),
+        batch_order=s.text("batch_order", ("file", "length")),  # type: ignore[arg-type]
+        seed=s.integer("seed", 0),
+        max_new_tokens=s.integer("max_new_tokens", 1),
+        thinking=s.text("thinking", ("on", "off")),  # type: ignore[arg-type]
+        unclosed=s.text("unclosed", ("empty", "raw")),  # type: ignore[arg-type]
+        decoding=parse_decoding(s),
+        backend_options=_options(s, backend),
+        env=_env(s),
+        max_prompts=s.integer("max_prompts", 0, default=0),
+        max_wall_minutes=s.number("max_wall_minutes", 0.0, 1e6, default=0.0),
+        description=s.text("description", default=""),
+    )
+
+
+def parse_control(s: Section) -> Control:
+    """One [[controls]] table; which keys are allowed depends on its kind."""
+    kind = s.text("kind", CONTROL_KINDS)
+    if kind == "scorer_stability":
+        s.keys(("name", "kind", "arms", "k"), ("description",))
+    elif kind == "scorer_sanity":
+        s.keys(("name", "kind", "compliant"), ("arms", "description"))
+    else:
+        s.keys(("name", "kind", "arms"), ("description",))
+    return Control(
+        name=_name(s),
+        kind=kind,
+        arms=s.names("arms", default=[]),
+        k=s.integer("k", 2) if kind == "scorer_stability" else 0,
+        compliant=s.text("compliant") if kind == "scorer_sanity" else "",
+        description=s.text("description", default=""),
+    )
+
+
+def parse_comparison(s: Section) -> Comparison:
+    """One [[comparisons]] table: a paired comparison of exactly two arms."""
+    s.keys(("name", "arms", "metric", "confidence"), ("description",))
+    arms = s.names("arms")
+    if len(arms) != 2 or arms[0] == arms[1]:
+        raise s.fail(f"arms must name two different arms, got {list(arms)}")
+    return Comparison(
+        name=_name(s),
+        arms=(arms[0], arms[1]),
+        metric=s.text("metric", ALL_METRICS),
+        confidence=s.number("confidence", 0.5, 0.9999),
+        description=s.text("description", default=""),
+    )
+
+
+def parse_verdict(top: Section) -> VerdictRule:
+    """[verdict]: the headline rule, as data."""
+    s = top.sub("verdict", "[verdict]")
+    s.keys(
+        (
+            "arm",
+            "metric",
+            "interval",
+            "confidence",
+            "min_n",
+            "bootstrap_resamples",
+            "bootstrap_seed",
+            "min_pairs",
+        )
+    )
+    return VerdictRule(
+        arm=s.text("arm"),
+        metric=s.text("metric", ALL_METRICS),
+        interval=s.text("interval", INTERVALS),
+        confidence=s.number("confidence", 0.5, 0.9999),
+        min_n=s.integer("min_n", 1),
+        bootstrap_resamples=s.integer("bootstrap_resamples", 0),
+        bootstrap_seed=s.integer("bootstrap_seed", 0),
+        min_pairs=s.integer("min_pairs", 1),
+    )
+
+
+def _tables(top: Section, key: str, label: str) -> list[Section]:
+    value = top.data.get(key, [])
+    if not isinstance(value, list):
+        raise top.fail(f"{key!r} must be an array of tables ([[{key}]])")
+    sections = []
+    for index, table in enumerate(value):
+        name = table.get("name") if isinstance(table, dict) else None
+        where = f"{label} {name!r}" if isinstance(name, str) else f"{label} #{index + 1}"
+        sections.append(Section(top.file, where, table))
+    return sections
+
+
+def parse_plan(text: str, path: Path) -> Plan:
+    """Parse and validate plan text (as read from `path`); BadInputError on the first problem."""
+    file = str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise BadInputError(f"{file}: not valid TOML: {error}") from error
+    top = Section(file, "top level", data)
+    top.keys(
+        ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
+        ("description", "amends", "amend_reason", "controls", "comparisons"),
+    )
+    amends, reason = top.text("amends", default=""), top.text("amend_reason", default="")
+    if bool(amends) != bool(reason.strip()):
+        raise top.fail("'amends' and 'amend_reason' go together: name the amended plan and say why")
+    arm_sections = _tables(top, "arms", "arm")
+    for section in arm_sections:
+        _name(section)
+    plan = Plan(
+        name=_name(top),
+        description=top.text("description", default=""),
+        path=path,
+        amends=amends,
+        amend_reason=reason,
+        model=parse_model(top),
+        claim=parse_claim(top),
+        prompts=parse_prompts(top),
+        scorer_seed=top.integer("scorer_seed", 0),
+        arms=tuple(parse_arm(s) for s in arm_sections),
+        controls=tuple(parse_control(s) for s in _tables(top, "controls", "control")),
+        comparisons=tuple(parse_comparison(s) for s in _tables(top, "comparisons", "comparison")),
+        verdict=parse_verdict(top),
+    )
+    from capsule.prereg.checks import check_plan
+
+    check_plan(plan)
+    return plan
+
+
+def plan_file(path: Path) -> Path:
+    """The plan.toml a path names: the file itself, or `plan.toml` inside a directory."""
+    return path / PLAN_FILE if path.is_dir() else path
+
+
+def load_plan(path: Path) -> Plan:
+    """Read `path` (a plan.toml or its directory) and validate the whole plan before returning it."""
+    file = plan_file(Path(path))
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise BadInputError(f"{file}: no such plan file") from error
+    except UnicodeDecodeError as error:
+        raise BadInputError(f"{file}: not UTF-8 text ({error})") from error
+    return parse_plan(text, file)

@@ -1,0 +1,77 @@
+"""One TOML table of a plan file, read with strict key and type checks and located error messages.
+
+`capsule.prereg.loader` reads every table through a `Section`, so that each message names the plan
+file and the table (`arm 'bs4'.decoding: unknown key 'temprature' (allowed: ...)`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capsule.errors import BadInputError
+
+
+class Section:
+    """One TOML table of the plan file, with `where` (e.g. "arm 'bs4'") for error messages."""
+
+    def __init__(self, file: str, where: str, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise BadInputError(f"{file}: {where}: expected a table, got {type(data).__name__}")
+        self.file, self.where, self.data = file, where, data
+
+    def fail(self, message: str) -> BadInputError:
+        """A BadInputError naming the file and this table."""
+        return BadInputError(f"{self.file}: {self.where}: {message}")
+
+    def keys(self, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+        """Refuse unknown keys (listing the allowed ones) and missing required keys."""
+        allowed = sorted(set(required) | set(optional))
+        for key in self.data:
+            if key not in allowed:
+                raise self.fail(f"unknown key {key!r} (allowed: {', '.join(allowed)})")
+        for key in required:
+            if key not in self.data:
+                raise self.fail(f"missing required key {key!r} (it can change results, so it has no default)")
+
+    def _get(self, key: str, default: Any) -> Any:
+        return self.data.get(key, default) if default is not None else self.data[key]
+
+    def text(self, key: str, choices: tuple[str, ...] = (), default: str | None = None) -> str:
+        """A string value, optionally one of `choices`."""
+        value = self._get(key, default)
+        if not isinstance(value, str):
+            raise self.fail(f"{key!r} must be a string, got {value!r}")
+        if choices and value not in choices:
+            raise self.fail(f"{key!r} is {value!r}; expected one of: {', '.join(choices)}")
+        return value
+
+    def integer(self, key: str, minimum: int, default: int | None = None) -> int:
+        """An integer (not a bool) of at least `minimum`."""
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{key!r} must be an integer, got {value!r}")
+        if value < minimum:
+            raise self.fail(f"{key!r} is {value}; it must be at least {minimum}")
+        return value
+
+    def number(self, key: str, low: float, high: float, default: float | None = None) -> float:
+        """A number in [low, high] (TOML integers are accepted)."""
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(f"{key!r} must be a number, got {value!r}")
+        if not low <= value <= high:
+            raise self.fail(f"{key!r} is {value}; it must lie in [{low}, {high}]")
+        return float(value)
+
+    def names(self, key: str, default: list[str] | None = None) -> tuple[str, ...]:
+        """A list of strings."""
+        value = self._get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(f"{key!r} must be a list of strings, got {value!r}")
+        return tuple(value)
+
+    def sub(self, key: str, where: str) -> Section:
+        """A nested table."""
+        return Section(
+            self.file, f"{self.where}.{where}" if self.where != "top level" else where, self.data[key]
+        )

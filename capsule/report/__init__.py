@@ -1,0 +1,1 @@
+"""The report: number formatting, RESULTS.md blocks, plots, and checks that quoted numbers match."""

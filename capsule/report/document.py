@@ -1,0 +1,208 @@
+"""RESULTS.md for a run directory, written from `analysis.json` and `manifest.json` only.
+
+The report is a sequence of named blocks (`capsule.report.blocks.BLOCKS`: headline, arms,
+comparisons, controls, machine; summary for READMEs). Each block is a pure function of the run's
+files, and every number in it is formatted by `capsule.report.formatting`, so `capsule check-numbers`
+can re-render a block and compare it number by number with any Markdown that quotes it (README
+regions, RESULTS.md itself). Plots come from `capsule.report.plots`.
+In RESULTS.md each block sits between `<!-- capsule:numbers run=. block=NAME -->` markers; the
+plot images and the signature note sit outside them. FAILED CONTROLS come first when any failed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from capsule.atomic import write_bytes_atomic
+from capsule.errors import BadInputError
+from capsule.report.blocks import BLOCKS, ReportInput, headline_line, render_block
+from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
+
+__all__ = [
+    "BLOCKS",
+    "ReportInput",
+    "bundle_fingerprint",
+    "changed_outputs",
+    "check_report",
+    "fmt_interval",
+    "fmt_p",
+    "fmt_pct",
+    "headline_line",
+    "load_run",
+    "render_block",
+    "render_outputs",
+    "render_report",
+    "write_report",
+]
+
+RESULTS_MD = "RESULTS.md"
+
+
+def marked(name: str, data: ReportInput, run: str = ".") -> list[str]:
+    """Block `name` between its `capsule:numbers` markers (the form RESULTS.md and README use)."""
+    return [
+        f"<!-- capsule:numbers run={run} block={name} -->",
+        render_block(name, data),
+        "<!-- /capsule:numbers -->",
+    ]
+
+
+#: Plot file name (under plots/) -> the report section it follows and its caption.
+PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
+    "arms.png": ("headline", "Each arm's score on the claim's metric with its interval, against the claim"),
+    "lengths.png": ("arms", "Response lengths per arm, with the token cap marked"),
+    "discordance.png": ("comparisons", "Discordant prompts of each paired comparison"),
+    "divergence.png": ("controls", "Where outputs first diverge, per batch-size and backend contrast"),
+    "scorer.png": ("controls", "The scorer's spread over unseeded runs and its letter band"),
+}
+
+
+def _images(section: str, plots: Sequence[str]) -> list[str]:
+    lines = []
+    for name, (where, caption) in PLOT_CAPTIONS.items():
+        if where == section and f"plots/{name}" in plots:
+            lines += [f"![{caption}](plots/{name})", ""]
+    return lines
+
+
+def _signature(fingerprint: str | None) -> list[str]:
+    if fingerprint:
+        return [
+            f"Signed with Ed25519 key `{fingerprint}`: `bundle.json` lists every file of this run with its "
+            "sha256 and `bundle.dsse.json` signs it. Check with `capsule verify RUN_DIR`."
+        ]
+    return [
+        "This file is written before the run is signed: `bundle.json` lists every file of the run (this "
+        "one and the plots included) with its sha256 and names the signing key (`key.fingerprint`); "
+        "`bundle.dsse.json` holds the signature. Check with `capsule verify RUN_DIR`."
+    ]
+
+
+def render_report(
+    analysis: Mapping[str, Any],
+    manifest: Mapping[str, Any] | None,
+    *,
+    plots: Sequence[str] = (),
+    fingerprint: str | None = None,
+) -> str:
+    """The RESULTS.md text for one run. `plots`: the run's plot files (`plots/NAME.png`) to show;
+    `fingerprint`: the signing key's fingerprint when known before signing."""
+    data = ReportInput(analysis, manifest, tuple(plots))
+    plan = analysis.get("plan", {}).get("name", "")
+    lines = [f"# Results: {plan}" if plan else "# Results", ""]
+    sections = [
+        ("headline", None),
+        ("arms", "Arms"),
+        ("comparisons", "Paired comparisons"),
+        ("controls", "Controls"),
+        ("machine", "Machine"),
+    ]
+    for name, title in sections:
+        if title:
+            lines += [f"## {title}", ""]
+        lines += marked(name, data) + [""] + _images(name, plots)
+    lines += ["## Signature", ""] + _signature(fingerprint)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def load_run(run_dir: Path) -> ReportInput:
+    """Read a run's analysis.json and manifest.json (optional) and list its existing plots."""
+    path = run_dir / "analysis.json"
+    try:
+        analysis = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise BadInputError(
+            f"{path}: no analysis.json; run `capsule reproduce` for this run first"
+        ) from error
+    except (OSError, ValueError) as error:
+        raise BadInputError(f"{path}: cannot read ({error})") from error
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else None
+    plots = tuple(f"plots/{name}" for name in PLOT_CAPTIONS if (run_dir / "plots" / name).is_file())
+    return ReportInput(analysis, manifest, plots)
+
+
+def bundle_fingerprint(run_dir: Path) -> str | None:
+    """The signing key's fingerprint recorded in `run_dir/bundle.json`, or None when unsigned."""
+    try:
+        return json.loads((run_dir / "bundle.json").read_text(encoding="utf-8"))["key"]["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def render_outputs(run_dir: Path, *, fingerprint: str | None = None, plots: bool = True) -> dict[str, bytes]:
+    """Everything the report writes, in memory: `{relative path: bytes}` for RESULTS.md and, unless
+    `plots` is False, `plots/*.png` (without plots, RESULTS.md shows the plots already on disk)."""
+    data = load_run(run_dir)
+    files: dict[str, bytes] = {}
+    shown = data.plots
+    if plots:
+        from capsule.report.plots import render_plots  # matplotlib only when plotting
+
+        files = {f"plots/{name}": png for name, png in render_plots(data.analysis, run_dir).items()}
+        shown = tuple(files)
+    text = render_report(data.analysis, data.manifest, plots=shown, fingerprint=fingerprint)
+    files[RESULTS_MD] = text.encode("utf-8")
+    return files
+
+
+def changed_outputs(run_dir: Path, files: Mapping[str, bytes]) -> list[str]:
+    """The paths of `files` whose bytes differ from what `run_dir` holds now (or that it lacks)."""
+    changed = []
+    for relative, data in files.items():
+        path = run_dir / relative
+        if not path.is_file() or path.read_bytes() != data:
+            changed.append(relative)
+    return changed
+
+
+def write_report(run_dir: Path, *, fingerprint: str | None = None, plots: bool = True) -> Path:
+    """Write `run_dir/plots/*.png` (unless `plots` is False) and `run_dir/RESULTS.md` from the run's
+    analysis.json and manifest.json; remove plots there is no longer data for. Call it before
+    signing: both are bundled. `fingerprint`: the signing key's, when known, is stated in the file."""
+    files = render_outputs(run_dir, fingerprint=fingerprint, plots=plots)
+    for relative, data in files.items():
+        write_bytes_atomic(run_dir / relative, data)
+    if plots:
+        for name in PLOT_CAPTIONS:
+            stale = run_dir / "plots" / name
+            if f"plots/{name}" not in files and stale.exists():
+                stale.unlink()
+    return run_dir / RESULTS_MD
+
+
+def check_report(run_dir: Path) -> list[str]:
+    """Re-render RESULTS.md in full from the run and compare it with the file, byte for byte.
+
+    Returns a unified diff (empty when identical). The plots on disk are listed as they are; the
+    signature paragraph may name the bundle's key or not (RESULTS.md is written before signing).
+    Plot bytes are not compared here: they also depend on the matplotlib and FreeType versions;
+    the bundle's signature covers them.
+    """
+    path = run_dir / RESULTS_MD
+    try:
+        current = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise BadInputError(
+            f"{path}: cannot read ({error}); write it with `capsule report {run_dir}`"
+        ) from error
+    data = load_run(run_dir)
+    diff: list[str] = []
+    for fingerprint in dict.fromkeys((None, bundle_fingerprint(run_dir))):
+        expected = render_report(data.analysis, data.manifest, plots=data.plots, fingerprint=fingerprint)
+        if expected == current:
+            return []
+        diff = diff or list(
+            difflib.unified_diff(
+                current.splitlines(),
+                expected.splitlines(),
+                f"{path} (committed)",
+                f"{path} (re-rendered)",
+                lineterm="",
+            )
+        )
+    return diff
