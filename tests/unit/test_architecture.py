@@ -1,0 +1,141 @@
+"""The package map in capsule/README.md, enforced: imports point only down the layers, with no cycles.
+
+Every import of a project module is read from the source (module level and inside functions alike;
+`if TYPE_CHECKING:` blocks too, since a type can pull a layer up as well as a call can).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The layers, lowest first (capsule/README.md); a module may import its own layer and those below.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("capsule", "capsule.errors", "capsule.hashing", "capsule.atomic", "capsule.pins", "capsule.run_dir"),
+    ("capsule.prereg",),
+    ("capsule.artifacts",),
+    ("capsule.machine",),
+    ("capsule.generation",),
+    ("capsule.analysis",),
+    ("capsule.report",),
+    ("capsule.evidence",),
+    ("capsule.pipeline",),
+    ("capsule.commands", "capsule.cli", "capsule.__main__"),
+)
+
+
+def module_name(path: Path) -> str:
+    """`capsule/prereg/loader.py` -> `capsule.prereg.loader` (a package's `__init__` is the package)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int:
+    """The layer index of a capsule module: the longest owner in LAYERS that is it or contains it."""
+    best, rank = "", -1
+    for index, owners in enumerate(LAYERS):
+        for owner in owners:
+            if (module == owner or module.startswith(owner + ".")) and len(owner) > len(best):
+                best, rank = owner, index
+    if rank < 0:
+        raise AssertionError(f"{module} is in no layer of LAYERS: add it to capsule/README.md and here")
+    return rank
+
+
+def project_imports(path: Path) -> set[str]:
+    """The capsule / ifeval_scorer modules `path` imports (resolving `from pkg import module`)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] in ("capsule", "ifeval_scorer")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] not in ("capsule", "ifeval_scorer"):
+                continue
+            found.add(node.module)
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                if module_file(candidate) is not None:
+                    found.add(candidate)
+    return found
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a project module, or None when `module` names no module."""
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def graph(package: str) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, for every module under `package`."""
+    return {
+        module_name(path): project_imports(path) for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+def test_capsule_imports_point_down_the_layers() -> None:
+    upward = []
+    for module, imports in graph("capsule").items():
+        for target in imports:
+            if target.startswith("capsule") and layer_of(target) > layer_of(module):
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports that climb a layer: " + "; ".join(sorted(upward))
+
+
+def test_ifeval_scorer_imports_nothing_from_capsule() -> None:
+    offending = [
+        f"{module} -> {target}"
+        for module, imports in graph("ifeval_scorer").items()
+        for target in imports
+        if target.split(".")[0] == "capsule"
+    ]
+    assert not offending, "; ".join(sorted(offending))
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `edges` as a list of modules, or None (depth-first search)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in edges:
+                continue
+            if state.get(target) == 1:
+                return stack[stack.index(target) :] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+@pytest.mark.parametrize("package", ["capsule", "ifeval_scorer"])
+def test_no_import_cycles(package: str) -> None:
+    edges = graph(package)
+    # a package's __init__ importing its own modules, and those importing the package, is no cycle
+    # of meaning; count only module -> module edges between different files
+    own = {m: {t for t in ts if t != m and not m.startswith(t + ".")} for m, ts in edges.items()}
+    cycle = find_cycle(own)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_checks_can_fail() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
+    assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 6
