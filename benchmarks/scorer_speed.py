@@ -23,7 +23,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from reference_ifeval import load_reference, reference_verdicts  # noqa: E402
 
-from ifeval_scorer import clear_caches, evaluate_prompt, pinned_prompts  # noqa: E402
+from capsule.artifacts.pinned_prompts import fetch_prompts  # noqa: E402
+from ifeval_scorer import clear_caches, evaluate_prompt, load_prompts  # noqa: E402
 
 DEFAULT_FIXTURE = REPO.parent / "shared" / "ifeval" / "input_response_data_gpt4_20231107_145030.jsonl"
 
@@ -36,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # the reference logs every undetectable language at ERROR
 
-    prompts = pinned_prompts()
+    prompts = load_prompts(fetch_prompts().path)
     by_text = {prompt.prompt: key for key, prompt in prompts.items()}
     rows = [json.loads(line) for line in args.fixture.read_text(encoding="utf-8").splitlines() if line]
     pairs = [(prompts[by_text[row["prompt"]]], row["response"]) for row in rows]

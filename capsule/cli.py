@@ -1,13 +1,15 @@
 """The `capsule` command: a click group whose subcommands live in `capsule.commands.*`.
 
 Subcommands are imported lazily (by name, on first use) so that `capsule --help` and light commands
-never import torch or vLLM. Every `CapsuleError` becomes one `Error: ...` line and its exit code;
-`--debug` shows the traceback instead.
+never import torch or vLLM. Every `CapsuleError` becomes one `Error: ...` line and its exit code, and
+so does every error of the standalone scorer (`ifeval_scorer.ScorerError`: exit 3 for a failed
+verification of its data, 2 otherwise); `--debug` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 import click
@@ -31,8 +33,26 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def exit_code_for(error: Exception) -> int | None:
+    """The exit code of an error the user can act on (a capsule or scorer error), None for any other.
+
+    The scorer is looked at only once it is loaded (an error of its can come from nowhere else), so
+    light commands never import it.
+    """
+    if isinstance(error, CapsuleError):
+        return error.exit_code
+    if "ifeval_scorer.errors" in sys.modules:
+        from ifeval_scorer.errors import ScorerError, ScorerVerificationError
+
+        if isinstance(error, ScorerVerificationError):
+            return 3
+        if isinstance(error, ScorerError):
+            return 2
+    return None
+
+
 class CapsuleGroup(click.Group):
-    """A click group that loads subcommands on demand and turns CapsuleError into an exit code."""
+    """A click group that loads subcommands on demand and turns the user's errors into exit codes."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(COMMANDS) | set(self.commands))
@@ -52,11 +72,12 @@ class CapsuleGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except CapsuleError as error:
-            if ctx.obj and ctx.obj.get("debug"):
+        except Exception as error:
+            code = exit_code_for(error)
+            if code is None or (ctx.obj and ctx.obj.get("debug")):
                 raise
             click.echo(f"Error: {error}", err=True)
-            ctx.exit(error.exit_code)
+            ctx.exit(code)
         except KeyboardInterrupt:
             click.echo(
                 "Interrupted: completed work is on disk; run the same command again to resume.", err=True

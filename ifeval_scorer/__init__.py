@@ -1,12 +1,14 @@
 """ifeval_scorer: our own deterministic IFEval scorer, with verdicts equal to Google's reference.
 
-    from ifeval_scorer import score, letter_band, METRICS
-    scores = score(rows)              # seed 0: a pure function of the rows
-    scores.metrics                    # {"prompt_level_strict_acc": 0.7708, ...}
-    score(rows, seed=None)            # upstream's unseeded behaviour (for measuring its spread)
-    letter_band(rows).low / .high     # how far the random letter can move each metric
+    from ifeval_scorer import load_prompts, score, letter_band, METRICS
+    prompts = load_prompts("input_data.jsonl")     # or pass the path itself as `prompts=`
+    scores = score(rows, prompts=prompts)          # seed 0: a pure function of rows and prompts
+    scores.metrics                                 # {"prompt_level_strict_acc": 0.7708, ...}
+    score(rows, prompts=prompts, seed=None)        # upstream's unseeded behaviour (for its spread)
+    letter_band(rows, prompts=prompts).low / .high # how far the random letter can move each metric
 
-Rows need `key` and `response`; prompts and instruction lists come from the pinned prompt file.
+Rows need `key` and `response`; prompts and instruction lists come from the prompt file the caller
+gives. The package stands alone: it imports nothing from the capsule that uses it.
 """
 
 from __future__ import annotations
@@ -14,23 +16,36 @@ from __future__ import annotations
 __version__ = "1.0.0"  # bump when any verdict can change; the manifest records it
 
 from ifeval_scorer.band import Band, letter_band
+from ifeval_scorer.errors import (
+    ScorerDataUnavailableError,
+    ScorerError,
+    ScorerInputError,
+    ScorerVerificationError,
+)
 from ifeval_scorer.evaluate import PromptVerdicts, clear_caches, evaluate_prompt, loose_variants
+from ifeval_scorer.prompts import Prompt, PromptSource, load_prompts
 from ifeval_scorer.registry import INSTRUCTION_IDS, category
 from ifeval_scorer.scores import METRICS, Scores, Tally
-from ifeval_scorer.scoring import pinned_prompts, score
+from ifeval_scorer.scoring import score
 
 __all__ = [
     "Band",
     "INSTRUCTION_IDS",
     "METRICS",
+    "Prompt",
+    "PromptSource",
     "PromptVerdicts",
+    "ScorerDataUnavailableError",
+    "ScorerError",
+    "ScorerInputError",
+    "ScorerVerificationError",
     "Scores",
     "Tally",
     "category",
     "clear_caches",
     "evaluate_prompt",
     "letter_band",
+    "load_prompts",
     "loose_variants",
-    "pinned_prompts",
     "score",
 ]

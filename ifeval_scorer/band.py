@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.artifacts.prompts import Prompt
 from ifeval_scorer.evaluate import PromptVerdicts, evaluate_prompt
 from ifeval_scorer.inputs import Response, rows_in_memory, validate_rows
+from ifeval_scorer.prompts import Prompt, PromptSource, prompt_table
 from ifeval_scorer.rule import LETTERS
 from ifeval_scorer.scores import METRICS, Scores, metric_tallies
 
@@ -84,11 +84,7 @@ def band_of(responses: Iterable[Response], prompts: Mapping[int, Prompt], *, see
     )
 
 
-def letter_band(
-    rows: Iterable[Mapping[str, Any]], *, seed: int = 0, prompts: Mapping[int, Prompt] | None = None
-) -> Band:
-    """The ambiguity band for rows with `key` and `response` (prompts: the pinned file by default)."""
-    from ifeval_scorer.scoring import pinned_prompts
-
-    table = prompts if prompts is not None else pinned_prompts()
+def letter_band(rows: Iterable[Mapping[str, Any]], *, seed: int = 0, prompts: PromptSource) -> Band:
+    """The ambiguity band for rows with `key` and `response`; `prompts`: a path or a loaded {key: Prompt}."""
+    table = prompt_table(prompts)
     return band_of(validate_rows(rows_in_memory(rows), table), table, seed=seed)

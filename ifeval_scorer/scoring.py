@@ -1,4 +1,8 @@
-"""`score(rows, seed=...)`: the scorer's entry point, from validated rows to `Scores`."""
+"""`score(rows, prompts=...)`: the scorer's entry point, from validated rows to `Scores`.
+
+The caller supplies the prompts (a path to an IFEval `input_data.jsonl` or a loaded {key: Prompt});
+the scorer never fetches anything.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from capsule.artifacts.prompts import Prompt, load_prompts
+from ifeval_scorer.errors import ScorerInputError
 from ifeval_scorer.evaluate import evaluate_prompt
-from ifeval_scorer.inputs import Response, rows_in_memory, validate_rows
+from ifeval_scorer.files import write_text_atomic
+from ifeval_scorer.inputs import Response, read_generations, rows_in_memory, validate_rows
+from ifeval_scorer.prompts import Prompt, PromptSource, prompt_table
 from ifeval_scorer.scores import Scores
-
-
-def pinned_prompts(path: Path | None = None) -> dict[int, Prompt]:
-    """The verified 541-row IFEval prompt file (fetched into the cache if needed), keyed by key."""
-    from capsule.artifacts.pinned_prompts import fetch_prompts
-
-    return load_prompts(fetch_prompts(path).path)
 
 
 def score_responses(
@@ -32,20 +31,21 @@ def score(
     rows: Iterable[Mapping[str, Any]],
     *,
     seed: int | None = 0,
-    prompts: Mapping[int, Prompt] | None = None,
+    prompts: PromptSource,
 ) -> Scores:
-    """Score rows with `key` (or the exact `prompt` text) and `response`.
+    """Score rows with `key` (or the exact `prompt` text) and `response` against `prompts`.
 
-    `seed` (default 0) makes the result a pure function of (rows, seed); `seed=None` draws like
-    upstream's unseeded scorer, so calling it k times measures upstream's spread. Prompts come from
-    the pinned file unless given. Bad rows raise `BadInputError` before anything is scored.
+    `seed` (default 0) makes the result a pure function of (rows, prompts, seed); `seed=None` draws
+    like upstream's unseeded scorer, so calling it k times measures upstream's spread. `prompts` is a
+    path to an IFEval prompt file or a loaded {key: Prompt}. Bad rows raise `ScorerInputError` before
+    anything is scored.
     """
-    table = prompts if prompts is not None else pinned_prompts()
+    table = prompt_table(prompts)
     return score_responses(validate_rows(rows_in_memory(rows), table), table, seed=seed)
 
 
 def default_output(generations: Path) -> Path:
-    """Where `capsule score` writes by default: `<name>.scores.jsonl` beside the generations file."""
+    """Where scores go by default: `<name>.scores.jsonl` beside the generations file."""
     name = generations.name.removesuffix(".jsonl")
     return generations.with_name(f"{name}.scores.jsonl")
 
@@ -55,21 +55,19 @@ def score_file(
     output: Path | None = None,
     *,
     seed: int | None = 0,
-    prompts_path: Path | None = None,
+    prompts: PromptSource,
 ) -> tuple[Scores, Path]:
     """Score a generations JSONL file and write the scores JSONL (atomically); return both.
 
-    Every row is validated first: a bad row raises `BadInputError` naming the file, line and key,
+    Every row is validated first: a bad row raises `ScorerInputError` naming the file, line and key,
     and the output path is left untouched.
     """
-    from capsule.atomic import write_text_atomic
-    from capsule.errors import BadInputError
-    from ifeval_scorer.inputs import read_generations
-
     target = output if output is not None else default_output(generations)
     if target.resolve() == generations.resolve():
-        raise BadInputError(f"{target}: output would overwrite the generations file; pass another --output")
-    table = pinned_prompts(prompts_path)
+        raise ScorerInputError(
+            f"{target}: output would overwrite the generations file; pass another --output"
+        )
+    table = prompt_table(prompts)
     scores = score_responses(read_generations(generations, table), table, seed=seed)
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in scores.rows)
     write_text_atomic(target, lines)

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from capsule.artifacts.prompts import Prompt
+from ifeval_scorer import Prompt
 
 _PARENTS = ("lm_eval", "lm_eval.tasks", "lm_eval.tasks.ifeval")
 _MODULES = ("instructions_util", "instructions", "instructions_registry", "utils")

@@ -30,10 +30,10 @@ from capsule.analysis.stats import (
     seeded_resample_counts,
 )
 from capsule.analysis.throughput import timing_scope, token_stats
-from capsule.artifacts.prompts import Prompt
 from capsule.errors import BadInputError
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import Arm, Control, Plan
+from ifeval_scorer import Prompt
 
 SCHEMA = "capsule.analysis/1"
 Rows = Sequence[Mapping[str, Any]]

@@ -18,10 +18,10 @@ from typing import Any
 
 from capsule.analysis.outcomes import READINGS, Outcomes, outcomes_from_scores, parts, value
 from capsule.analysis.stats import percent
-from capsule.artifacts.prompts import Prompt
 from capsule.errors import BadInputError
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import Control
+from ifeval_scorer import Prompt
 
 ScoreFn = Callable[[Sequence[Mapping[str, Any]], int | None], list[dict[str, Any]]]
 BandFn = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Any]]

@@ -1,4 +1,4 @@
-"""The capsule's one cache directory: pinned prompts, the embedded model, NLTK data.
+"""The capsule's one cache directory: pinned prompts, the embedded model, the scorer's NLTK data.
 
 `$CAPSULE_CACHE` wins; otherwise the platform's user cache dir. Created readable and writable by
 the current user only, because loaders (NLTK among them) trust what they find there.
@@ -15,6 +15,7 @@ import platformdirs
 from capsule.errors import BadInputError
 
 CACHE_ENV = "CAPSULE_CACHE"
+NLTK_DATA_DIRNAME = "nltk_data"  # the scorer's NLTK data, under the cache (the image bakes it there)
 
 
 def cache_dir() -> Path:
@@ -33,6 +34,23 @@ def ensure_private_dir(path: Path) -> Path:
     if mode & 0o077:
         path.chmod(0o700)
     return path
+
+
+def scorer_data_dir() -> Path:
+    """Where the scorer's NLTK data lives in the capsule: `<cache>/nltk_data`."""
+    return cache_dir() / NLTK_DATA_DIRNAME
+
+
+def use_cache_for_scorer() -> Path:
+    """Make the scorer keep its NLTK data in `scorer_data_dir()`; call before scoring. Returns the dir.
+
+    Nothing is written until the scorer first needs the data.
+    """
+    from ifeval_scorer.nltk_data import use_data_dir
+
+    directory = scorer_data_dir()
+    use_data_dir(directory)
+    return directory
 
 
 def set_aside(path: Path) -> Path:

@@ -14,11 +14,11 @@ def _plan_arm(plan_path: Path, arm_name: str, model_dir: Path | None) -> tuple:
     """Load and verify the sealed plan; return (arm, keys, prompts, model_dir, plan_hash, name)."""
     from capsule.artifacts.model_store import resolve_model_dir
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.artifacts.prompts import load_prompts
     from capsule.generation.arm_runner import subset_keys
     from capsule.hashing import sha256_file
     from capsule.prereg.ledger import require_sealed
     from capsule.prereg.loader import load_plan
+    from ifeval_scorer import load_prompts
 
     plan = load_plan(plan_path)
     record = require_sealed(plan.path)
@@ -54,8 +54,8 @@ def _adhoc_arm(
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.model_store import verify_local_dir
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.artifacts.prompts import load_prompts
     from capsule.prereg.plan import Arm, Decoding
+    from ifeval_scorer import load_prompts
 
     prompts = load_prompts(fetch_prompts().path)
     if keys_text:

@@ -1,14 +1,14 @@
-"""`capsule score GENERATIONS.jsonl`: score responses with our IFEval scorer; write scores, print metrics."""
+"""`capsule score GENERATIONS.jsonl`: score responses with our IFEval scorer; write scores, print metrics.
+
+The capsule's part: the pinned prompt file (fetched and sha256-verified) and the cache the scorer's
+NLTK data lives in. Scoring, the scores file and the printed summary are the scorer's.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
-
-
-def _points(value: float) -> str:
-    return f"{100 * value:6.2f}"
 
 
 @click.command()
@@ -24,24 +24,17 @@ def _points(value: float) -> str:
 def score(generations: Path, output: Path | None, seed: int, unseeded: bool, band: bool,
           prompts_path: Path | None) -> None:
     """Score GENERATIONS (JSONL rows with `key` and `response`) with the four IFEval metrics."""
-    from ifeval_scorer.scores import METRICS
+    from capsule.artifacts.cache import use_cache_for_scorer
+    from capsule.artifacts.pinned_prompts import fetch_prompts
+    from ifeval_scorer import load_prompts
+    from ifeval_scorer.band import band_of
+    from ifeval_scorer.inputs import read_generations
     from ifeval_scorer.scoring import score_file
+    from ifeval_scorer.summary import summary_lines
 
-    scores, written = score_file(generations, output, seed=None if unseeded else seed,
-                                 prompts_path=prompts_path)
-    tallies = scores.tallies
-    click.echo(f"scored {len(scores.prompts)} responses (seed {scores.seed}) -> {written}")
-    for name in METRICS:
-        tally = tallies[name]
-        click.echo(f"{name:<24} {_points(tally.accuracy)}  ({tally.passed}/{tally.total})")
-    if band:
-        from ifeval_scorer.band import band_of
-        from ifeval_scorer.inputs import read_generations
-        from ifeval_scorer.scoring import pinned_prompts
-
-        table = pinned_prompts(prompts_path)
-        result = band_of(read_generations(generations, table), table, seed=seed)
-        keys = ", ".join(str(key) for key in result.ambiguous_keys) or "none"
-        click.echo(f"ambiguity band over the 52 letters (random-letter prompts: {keys}):")
-        for name in METRICS:
-            click.echo(f"{name:<24} {_points(result.low[name])} .. {_points(result.high[name])}")
+    use_cache_for_scorer()
+    prompts = load_prompts(fetch_prompts(prompts_path).path)
+    scores, written = score_file(generations, output, seed=None if unseeded else seed, prompts=prompts)
+    letters = band_of(read_generations(generations, prompts), prompts, seed=seed) if band else None
+    for line in summary_lines(scores, written, letters):
+        click.echo(line)

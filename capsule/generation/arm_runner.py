@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capsule.artifacts.prompts import Prompt, seeded_subsample
+from capsule.artifacts.prompts import seeded_subsample
 from capsule.errors import BadInputError
 from capsule.generation.backends import (
     Backend,
@@ -33,6 +33,7 @@ from capsule.generation.chat import ChatTokenizer, extract_answer, load_chat_tok
 from capsule.generation.store import ArmStore, arm_identity
 from capsule.hashing import sha256_bytes, sha256_ids
 from capsule.prereg.plan import Arm, Subset
+from ifeval_scorer import Prompt
 
 
 @dataclass(frozen=True)

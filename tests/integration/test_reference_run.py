@@ -27,10 +27,10 @@ def test_reference_run_verifies(run: Path, monkeypatch: pytest.MonkeyPatch) -> N
 def test_reference_analysis_rederives(run: Path, tmp_path: Path) -> None:
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.artifacts.prompts import load_prompts
     from capsule.atomic import write_json_atomic
     from capsule.pipeline.reproduce import derive_analysis, model_tokenizer, run_plan_path
     from capsule.prereg.loader import load_plan
+    from ifeval_scorer import load_prompts
 
     plan = load_plan(run_plan_path(run, REPO))
     prompts = load_prompts(fetch_prompts().path)

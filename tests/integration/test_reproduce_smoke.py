@@ -95,10 +95,10 @@ def test_tampered_run_fails_verify(smoke_run: tuple[Path, Path], tmp_path: Path)
 def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> None:
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.artifacts.prompts import load_prompts
     from capsule.atomic import write_json_atomic
     from capsule.pipeline.reproduce import derive_analysis, model_tokenizer
     from capsule.prereg.loader import load_plan
+    from ifeval_scorer import load_prompts
 
     root, run = smoke_run
     plan = load_plan(root / "prereg" / "smoke")

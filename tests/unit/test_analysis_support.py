@@ -15,7 +15,6 @@ from typing import Any
 
 from arm_builder import build_arm
 
-from capsule.artifacts.prompts import Prompt
 from capsule.prereg.plan import (
     Arm,
     Claim,
@@ -28,6 +27,7 @@ from capsule.prereg.plan import (
     Subset,
     VerdictRule,
 )
+from ifeval_scorer import Prompt
 
 WORDS = ("apple", "river", "stone", "cloud")
 

@@ -204,8 +204,7 @@ def test_scorer_sanity_needs_prompts_and_a_readable_compliant_file(tmp_path: Pat
 
 def test_scorer_sanity_with_the_real_scorer(prompts_path: Path, tmp_path: Path) -> None:
     """A few real prompts through ifeval_scorer: blank scores 0, echoes are traced to their own ids."""
-    from capsule.artifacts.prompts import load_prompts
-    from ifeval_scorer import score
+    from ifeval_scorer import load_prompts, score
 
     prompts = dict(list(load_prompts(prompts_path).items())[:8])
     control = Control(name="sanity", kind="scorer_sanity", arms=())

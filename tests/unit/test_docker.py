@@ -129,10 +129,11 @@ def test_dockerfile_runs_as_non_root_with_capsule_entrypoint_and_identity() -> N
 
 
 def test_baked_hashes_equal_the_capsules_pins() -> None:
+    from capsule.artifacts.cache import NLTK_DATA_DIRNAME
     from capsule.artifacts.pinned_prompts import PROMPTS_FILE
     from capsule.hashing import sha256_bytes
     from capsule.pins import IFEVAL_PROMPTS_SHA256
-    from ifeval_scorer.nltk_data import NLTK_DATA_DIRNAME, PUNKT_TAB_SUBDIR, punkt_tab_files
+    from ifeval_scorer.nltk_data import PUNKT_TAB_SUBDIR, punkt_tab_files
 
     baked = {}
     for line in (DOCKER / "baked.sha256").read_text().splitlines():
@@ -145,7 +146,8 @@ def test_baked_hashes_equal_the_capsules_pins() -> None:
         expected[f"{directory}/{name}"] = sha256_bytes(content.encode("utf-8"))
     assert baked == expected
     text = DOCKERFILE.read_text()
-    assert "capsule fetch prompts" in text and "materialize()" in text and "baked.sha256" in text
+    assert "capsule fetch prompts" in text and "baked.sha256" in text
+    assert "materialize(scorer_data_dir())" in text and "use_cache_for_scorer(); " in text
 
 
 def test_materialized_punkt_tab_matches_the_baked_hashes(tmp_path: Path) -> None:

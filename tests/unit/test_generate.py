@@ -12,13 +12,13 @@ import pytest
 from arm_builder import build_arm
 from click.testing import CliRunner
 
-from capsule.artifacts.prompts import Prompt
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import ArmResult, generate_arm
 from capsule.generation.backends import Completion
 from capsule.generation.backends.fake import FakeBackend, FakeChatTokenizer
 from capsule.generation.batching import execution_order, form_batches
 from capsule.prereg.plan import Arm, Model
+from ifeval_scorer import Prompt
 
 ROW_FIELDS = {
     "key",

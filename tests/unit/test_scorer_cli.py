@@ -11,8 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.errors import BadInputError
-from ifeval_scorer import score
+from ifeval_scorer import ScorerInputError, score
 
 GOOD = [{"key": 1000, "response": "A reply, with commas."}, {"key": 1001, "response": "Another"}]
 
@@ -45,13 +44,28 @@ def test_band_option(tmp_path: Path, gpt4_fixture: Path) -> None:
     assert "1122, 1129" in result.output
 
 
-def test_default_output_path_and_module_entry(tmp_path: Path) -> None:
+def test_default_output_path_and_module_entry(tmp_path: Path, prompts_path: Path) -> None:
     generations = _write(tmp_path / "arm.jsonl", [json.dumps(row) for row in GOOD])
-    completed = subprocess.run([sys.executable, "-m", "ifeval_scorer", str(generations)],
+    completed = subprocess.run([sys.executable, "-m", "ifeval_scorer", str(generations),
+                                "--prompts", str(prompts_path)],
                                capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr
     assert "prompt_level_strict_acc" in completed.stdout
     assert len((tmp_path / "arm.scores.jsonl").read_text().splitlines()) == 2
+
+
+def test_module_entry_reports_bad_input_in_one_line(tmp_path: Path, prompts_path: Path) -> None:
+    generations = _write(tmp_path / "g.jsonl", ['{"key": 7, "response": "x"}'])
+    completed = subprocess.run([sys.executable, "-m", "ifeval_scorer", str(generations),
+                                "--prompts", str(prompts_path)],
+                               capture_output=True, text=True, check=False)
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines() == [f"Error: {generations}:1: key 7 is not in the IFEval "
+                                                     "prompt file"]
+    missing = subprocess.run([sys.executable, "-m", "ifeval_scorer", str(generations),
+                              "--prompts", str(tmp_path / "nope.jsonl")],
+                             capture_output=True, text=True, check=False)
+    assert missing.returncode == 2 and "nope.jsonl: prompts file not found" in missing.stderr
 
 
 @pytest.mark.parametrize(("lines", "message"), [
@@ -80,16 +94,55 @@ def test_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "overwrite" in result.output
 
 
-def test_api_validates_rows() -> None:
-    with pytest.raises(BadInputError, match="row 2: duplicate key 1000"):
-        score([GOOD[0], GOOD[0]])
-    with pytest.raises(BadInputError, match="row 1: key True is not an integer"):
-        score([{"key": True, "response": "x"}])
+def test_api_validates_rows(prompts_path: Path) -> None:
+    with pytest.raises(ScorerInputError, match="row 2: duplicate key 1000"):
+        score([GOOD[0], GOOD[0]], prompts=prompts_path)
+    with pytest.raises(ScorerInputError, match="row 1: key True is not an integer"):
+        score([{"key": True, "response": "x"}], prompts=prompts_path)
 
 
-def test_unseeded_scores_are_valid(tmp_path: Path) -> None:
-    scores = score(GOOD, seed=None)
+def test_unseeded_scores_are_valid(prompts_path: Path) -> None:
+    scores = score(GOOD, seed=None, prompts=prompts_path)
     assert scores.seed is None and len(scores.rows) == 2
     assert set(scores.per_category("loose")) <= {"punctuation", "detectable_format", "length_constraints",
                                                   "keywords", "change_case", "startend", "combination",
                                                   "detectable_content", "language"}
+
+
+def test_scorer_errors_become_one_line_and_an_exit_code() -> None:
+    import click
+
+    from capsule.cli import CapsuleGroup
+    from ifeval_scorer import ScorerError, ScorerInputError, ScorerVerificationError
+
+    raised: dict[str, Exception] = {
+        "input": ScorerInputError("g.jsonl:4: key 9 is not in the IFEval prompt file"),
+        "data": ScorerVerificationError("english.py: sha256 00, expected 55"),
+        "other": ScorerError("something the scorer cannot do"),
+        "bug": RuntimeError("not the user's problem"),
+    }
+    group = CapsuleGroup("capsule")
+    for name, error in raised.items():
+        def fail(error: Exception = error) -> None:
+            raise error
+        group.add_command(click.Command(name, callback=fail))
+    outcomes = {name: CliRunner().invoke(group, [name]) for name in raised}
+    assert outcomes["input"].exit_code == 2
+    assert outcomes["input"].output == "Error: g.jsonl:4: key 9 is not in the IFEval prompt file\n"
+    assert outcomes["data"].exit_code == 3 and outcomes["other"].exit_code == 2
+    assert isinstance(outcomes["bug"].exception, RuntimeError)  # a bug keeps its traceback
+
+
+def test_capsule_score_keeps_the_scorers_data_in_the_capsule_cache(
+    tmp_path: Path, prompts_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ifeval_scorer import nltk_data
+
+    monkeypatch.setenv("CAPSULE_CACHE", str(tmp_path / "cache"))
+    generations = _write(tmp_path / "g.jsonl", [json.dumps(row) for row in GOOD])
+    try:
+        result = CliRunner().invoke(cli, ["score", str(generations), "--prompts", str(prompts_path)])
+        assert result.exit_code == 0, result.output
+        assert nltk_data.data_dir() == tmp_path / "cache" / "nltk_data"
+    finally:
+        nltk_data.use_data_dir(None)

@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_ifeval import fixture_pairs, preserved_global_random, reference_verdicts
 
-from capsule.artifacts.prompts import Prompt, load_prompts
-from ifeval_scorer import evaluate_prompt
+from ifeval_scorer import Prompt, evaluate_prompt, load_prompts
 
 EXAMPLES = 500
 SETTINGS = settings(

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from reference_ifeval import preserved_global_random, reference_verdicts
 
-from capsule.artifacts.prompts import Prompt
-from ifeval_scorer import INSTRUCTION_IDS, evaluate_prompt, loose_variants
+from ifeval_scorer import INSTRUCTION_IDS, Prompt, evaluate_prompt, loose_variants
 from ifeval_scorer.registry import build_rule
 from ifeval_scorer.rule import Context, InstructionError
 

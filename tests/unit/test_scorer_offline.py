@@ -48,10 +48,10 @@ def test_nltk_reads_our_files_and_never_downloads(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_changed_model_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from capsule.errors import VerificationError
+    from ifeval_scorer.errors import ScorerVerificationError
 
     monkeypatch.setattr(nltk_data, "PUNKT_MEMBER_SHA256", "0" * 64)
-    with pytest.raises(VerificationError, match="sha256"):
+    with pytest.raises(ScorerVerificationError, match="sha256"):
         nltk_data.english_model()
 
 

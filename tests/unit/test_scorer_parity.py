@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from reference_ifeval import fixture_pairs, preserved_global_random, reference_verdicts
 
-from capsule.artifacts.prompts import Prompt, load_prompts
-from ifeval_scorer import METRICS, evaluate_prompt, letter_band, score
+from ifeval_scorer import METRICS, Prompt, evaluate_prompt, letter_band, load_prompts, score
 
 # Reference (lm-eval 0.4.13) at seed 0, and the IFEval paper's GPT-4 row, in points.
 SEED0 = dict(zip(METRICS, (77.08, 83.69, 79.67, 85.61), strict=True))
@@ -47,15 +46,15 @@ def test_every_verdict_matches_the_reference(pairs: list[tuple[Prompt, str]], se
     assert mismatches == []
 
 
-def test_seed0_metrics_are_the_references(pairs: list[tuple[Prompt, str]]) -> None:
+def test_seed0_metrics_are_the_references(pairs: list[tuple[Prompt, str]], prompts_path: Path) -> None:
     rows = [{"key": prompt.key, "response": response} for prompt, response in pairs]
-    metrics = score(rows, seed=0).metrics
+    metrics = score(rows, seed=0, prompts=prompts_path).metrics
     assert {name: round(100 * value, 2) for name, value in metrics.items()} == SEED0
 
 
-def test_band_contains_the_papers_numbers(pairs: list[tuple[Prompt, str]]) -> None:
+def test_band_contains_the_papers_numbers(pairs: list[tuple[Prompt, str]], prompts_path: Path) -> None:
     rows = [{"key": prompt.key, "response": response} for prompt, response in pairs]
-    band = letter_band(rows, seed=0)
+    band = letter_band(rows, seed=0, prompts=prompts_path)
     assert band.ambiguous_keys == (1122, 1129)
     for name in METRICS:
         assert band.contains(name, PAPER[name] / 100), (name, band.low[name], band.high[name])
@@ -65,18 +64,18 @@ def test_band_contains_the_papers_numbers(pairs: list[tuple[Prompt, str]]) -> No
     assert round(100 * band.high["prompt_level_strict_acc"], 2) == 77.08
 
 
-def test_seeded_scoring_is_a_pure_function(pairs: list[tuple[Prompt, str]]) -> None:
+def test_seeded_scoring_is_a_pure_function(pairs: list[tuple[Prompt, str]], prompts_path: Path) -> None:
     rows = [{"key": prompt.key, "response": response} for prompt, response in pairs[:60]]
-    assert score(rows, seed=3).rows == score(rows, seed=3).rows
+    assert score(rows, seed=3, prompts=prompts_path).rows == score(rows, seed=3, prompts=prompts_path).rows
 
 
-def test_seeds_move_only_within_the_band(pairs: list[tuple[Prompt, str]]) -> None:
+def test_seeds_move_only_within_the_band(pairs: list[tuple[Prompt, str]], prompts_path: Path) -> None:
     rows = [{"key": prompt.key, "response": response} for prompt, response in pairs
             if prompt.key in (1122, 1129)]
-    band = letter_band(rows, seed=0)
+    band = letter_band(rows, seed=0, prompts=prompts_path)
     outcomes = set()
     for seed in range(30):
-        metrics = score(rows, seed=seed).metrics
+        metrics = score(rows, seed=seed, prompts=prompts_path).metrics
         outcomes.add(metrics["prompt_level_strict_acc"])
         assert all(band.contains(name, metrics[name]) for name in METRICS)
     assert len(outcomes) > 1  # the letter really changes the verdict

@@ -1,0 +1,52 @@
+"""The files the scorer writes: user-only directories and atomic, durable writes.
+
+An interrupted write never leaves a file that looks complete (temporary file beside the target,
+fsync, `os.replace`), and NLTK's data directories are user-only because NLTK trusts what it finds.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ifeval_scorer.errors import ScorerInputError
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` and any missing parents as user-only directories; make an existing one user-only.
+
+    A path that exists but is not a directory is a `ScorerInputError`.
+    """
+    if path.exists() and not path.is_dir():
+        raise ScorerInputError(f"{path}: exists and is not a directory; choose another data directory")
+    missing = [parent for parent in (path, *path.parents) if not parent.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write UTF-8 `text` to a user-only temporary file beside `path`, fsync it, rename it over `path`.
+
+    Missing parent directories are created (with the default mode).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
