@@ -65,11 +65,12 @@ def main() -> None:
     parser.add_argument("--backends", default="hf,vllm")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved raw/capsule pairs; best of each")
     args = parser.parse_args()
-    from capsule.commands.generate import _adhoc_arm
     from capsule.generation.arm_runner import generate_arm
     from capsule.generation.backends import load_backend
     from capsule.generation.batching import form_batches
     from capsule.generation.chat import load_chat_tokenizer
+    from capsule.generation.targets import adhoc_target
+    from capsule.prereg.adhoc import AdhocOptions
 
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; greedy bf16, "
@@ -81,18 +82,11 @@ def main() -> None:
     )
     for kind in args.backends.split(","):
         for size in (int(s) for s in args.batch_sizes.split(",")):
-            arm, keys, prompts, model_dir, plan_hash, _ = _adhoc_arm(
-                kind,
-                "bfloat16",
-                size,
-                args.max_new_tokens,
-                "",
-                args.prompts,
-                0,
-                "file",
-                f"{kind}{size}",
-                None,
-            )
+            options = AdhocOptions(f"{kind}{size}", kind, "bfloat16", size, "file", 0, args.max_new_tokens)
+            target = adhoc_target(options, "", args.prompts, None, dry_run=False)
+            arm, keys, prompts, plan_hash = target.arm, target.keys, target.prompts, target.plan_sha256
+            assert target.model_dir is not None
+            model_dir = target.model_dir
             tokenizer = load_chat_tokenizer(model_dir)
             inputs = {k: tokenizer.render(prompts[k].prompt, "off") for k in keys}
             batches = [[inputs[k] for k in b.keys] for b in form_batches(keys, {}, size, "file")]

@@ -1,12 +1,14 @@
 """The layout of a run directory: the one place that spells a run's file names.
 
-A run is `results/<plan>/<run_id>/`. Every stage (generate, score, analyse, report, sign), the
-verifier and the report read and write a run only through a `RunDir`, so a file name is written
-once. Paths are relative-posix where they are recorded (the bundle lists `generations/a.jsonl`),
-absolute where they are opened.
+A sealed run is `results/<plan>/<run_id>/`, a dry run `runs/dry-run/<plan>/<run_id>/`, and an
+ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`. Every stage (generate,
+score, analyse, report, sign), the verifier and the report read and write a run only through a
+`RunDir`, so a file name is written once. Paths are relative-posix where they are recorded (the
+bundle lists `generations/a.jsonl`), absolute where they are opened.
 
     run.json                     the run's identity, fixed at its start (pipeline.opening)
     plan.toml, plan.seal.json    the sealed plan and its ledger entry, copied at the start
+    adhoc.json                   instead, for an ad-hoc run: its arm table and keys (prereg.adhoc)
     manifest.json                the machine fingerprint (machine.manifest)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
@@ -21,9 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+RESULTS_ROOT = Path("results")  # sealed runs: RESULTS_ROOT/<plan>/<run_id>/
+DRY_RUN_ROOT = Path("runs/dry-run")  # dry runs (fake backend): DRY_RUN_ROOT/<plan>/<run_id>/
+ADHOC_ROOT = Path("runs/adhoc")  # ad-hoc runs (no plan): ADHOC_ROOT/<run_id>/
 RUN_RECORD = "run.json"
 PLAN_COPY = "plan.toml"
 PLAN_SEAL = "plan.seal.json"
+ADHOC_RECORD = "adhoc.json"
 MANIFEST = "manifest.json"
 GENERATIONS = "generations"
 SCORES = "scores"
@@ -57,6 +63,11 @@ class RunDir:
     def plan_seal(self) -> Path:
         """The plan's ledger entry, copied when the run started."""
         return self.path / PLAN_SEAL
+
+    @property
+    def adhoc(self) -> Path:
+        """An ad-hoc run's arm table, prompt file sha256 and keys (its run.json's plan_sha256)."""
+        return self.path / ADHOC_RECORD
 
     @property
     def manifest(self) -> Path:

@@ -1,90 +1,89 @@
-"""`capsule generate`: run one arm of a sealed plan, or an ad-hoc arm with no plan."""
+"""`capsule generate`: one arm of a sealed plan, or an ad-hoc arm with no plan, into a run directory.
+
+Both forms write a proper run directory (`run.json`, `manifest.json`, `generations/`) and resume it
+when the same command runs again:
+
+- `--plan P --arm A`: the run directory `capsule reproduce --plan P` uses (the latest unfinished run
+  of these plan bytes under `results/<plan>/`, else a new one), so reproduce continues from there.
+- ad hoc (no `--plan`): the options become an `[[arms]]` table that the plan loader reads
+  (`capsule.prereg.adhoc`), so they meet a sealed arm's rules. The run lands in
+  `runs/adhoc/<run_id>/` with `adhoc.json`; its run.json marks it unsealed (`plan_path` "adhoc",
+  ledger head "none").
+- `--out DIR` names the run directory exactly; `--dry-run` runs the fake backend and tokenizer (no
+  model) under `runs/dry-run/<plan or adhoc>/`, or in `DIR/dry-run`.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import click
 
-from capsule.errors import BadInputError
+from capsule.atomic import write_bytes_atomic
+from capsule.errors import BadInputError, VerificationError
+from capsule.generation.arm_runner import ArmResult, generate_arm
+from capsule.generation.backends.fake import FakeChatTokenizer
+from capsule.generation.targets import Target, adhoc_target, sealed_target
+from capsule.hashing import sha256_file
+from capsule.machine.diff import diff_manifests
+from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
+from capsule.pipeline.opening import open_run_dir
+from capsule.pipeline.reproduce import DRY_RUN_MODEL
+from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
+from capsule.run_dir import RunDir
 
 
-def _plan_arm(plan_path: Path, arm_name: str, model_dir: Path | None) -> tuple:
-    """Load and verify the sealed plan; return (arm, keys, prompts, model_dir, plan_hash, name)."""
-    from capsule.artifacts.model_store import resolve_model_dir
-    from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.generation.arm_runner import subset_keys
-    from capsule.hashing import sha256_file
-    from capsule.prereg.ledger import require_sealed
-    from capsule.prereg.loader import load_plan
-    from ifeval_scorer import load_prompts
-
-    plan = load_plan(plan_path)
-    record = require_sealed(plan.path)
-    try:
-        arm = plan.arm(arm_name)
-    except KeyError as error:
-        names = ", ".join(a.name for a in plan.arms)
-        raise BadInputError(f"{plan.path}: no arm {arm_name!r}; arms: {names}") from error
-    prompts_path = fetch_prompts().path
-    if sha256_file(prompts_path) != plan.prompts.sha256:
-        from capsule.errors import VerificationError
-
-        raise VerificationError(f"{prompts_path}: sha256 differs from the plan's prompts.sha256")
-    prompts = load_prompts(prompts_path)
-    keys = subset_keys(plan.prompts.subsets[arm.subset], prompts)
-    directory = resolve_model_dir(plan.model, model_dir)
-    return arm, keys, prompts, directory, str(record["sha256"]), plan.name
+def _keep_adhoc_record(run: RunDir, target: Target) -> None:
+    """Write adhoc.json at the run's start; on resume check it still has the bytes run.json names."""
+    if target.adhoc is None:
+        return
+    if not run.adhoc.exists():
+        write_bytes_atomic(run.adhoc, adhoc_bytes(target.adhoc))
+    elif sha256_file(run.adhoc) != target.plan_sha256:
+        raise VerificationError(
+            f"{run.adhoc}: differs from the run's plan_sha256; the run directory was edited"
+        )
 
 
-def _adhoc_arm(
-    backend: str,
-    dtype: str,
-    batch_size: int,
-    max_new_tokens: int,
-    keys_text: str,
-    first: int,
-    seed: int,
-    order: str,
-    name: str,
-    model_dir: Path | None,
-) -> tuple:
-    """A greedy arm built from options, on the pinned prompts and the embedded model (or --model-dir)."""
-    from capsule.artifacts.embedded_model import fetch_model
-    from capsule.artifacts.model_store import verify_local_dir
-    from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.prereg.plan import Arm, Decoding
-    from ifeval_scorer import load_prompts
+def _manifest(run: RunDir, model_dir: Path | None, prompts_path: Path) -> str:
+    """manifest.json at the run's start; on resume refuse a machine whose numerics differ."""
+    current = build_manifest(model_dir=model_dir, prompts_path=prompts_path)
+    if not run.manifest.exists():
+        return write_manifest(run.manifest, current)
+    recorded = load_manifest(run.manifest)
+    differences = diff_manifests(recorded, current).in_category("numerics")
+    if differences:
+        listed = "; ".join(f"{d.path}: {d.a} -> {d.b}" for d in differences[:4])
+        raise BadInputError(
+            f"{run.path}: started on a machine whose numerics differ from this one ({listed}); "
+            "finish it there, or choose another --out"
+        )
+    return manifest_digest(recorded)
 
-    prompts = load_prompts(fetch_prompts().path)
-    if keys_text:
-        try:
-            keys = [int(k) for k in keys_text.split(",") if k.strip()]
-        except ValueError as error:
-            raise BadInputError(f"--keys {keys_text!r}: give comma-separated integer prompt keys") from error
-    else:
-        keys = list(prompts)[: first or None]
-    if model_dir is None:
-        model_dir = fetch_model()[0]
-    else:
-        verify_local_dir(model_dir)
-    greedy = Decoding("greedy", 1.0, 1.0, 0, 0.0, 0.0, 1.0)
-    arm = Arm(
-        name=name,
-        backend=backend,  # type: ignore[arg-type]
-        subset="adhoc",
-        dtype=dtype,  # type: ignore[arg-type]
-        batch_size=batch_size,
-        batch_order=order,  # type: ignore[arg-type]
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        thinking="off",
-        unclosed="empty",
-        decoding=greedy,
-        env={"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"} if backend == "vllm" else {},
+
+def generate_target(target: Target, out_dir: Path | None, progress: bool) -> ArmResult:
+    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm."""
+    run = open_run_dir(
+        results_root=target.results_root,
+        plan_path=target.plan_path,
+        plan_sha256=target.plan_sha256,
+        ledger_head=target.ledger_head,
+        explicit=out_dir,
     )
-    return arm, keys, prompts, model_dir, "adhoc", "adhoc"
+    click.echo(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}", err=True)
+    _keep_adhoc_record(run.dir, target)
+    digest = _manifest(run.dir, target.model_dir, target.prompts_path)
+    return generate_arm(
+        target.arm,
+        prompts=target.prompts,
+        keys=target.keys,
+        model_dir=target.model_dir or DRY_RUN_MODEL,
+        out_dir=run.path,
+        plan_hash=target.plan_sha256,
+        manifest_digest=digest,
+        progress=progress,
+        tokenizer=FakeChatTokenizer(supports_thinking=True) if target.model_dir is None else None,
+    )
 
 
 @click.command()
@@ -93,7 +92,10 @@ def _adhoc_arm(
 )
 @click.option("--arm", "arm_name", help="The plan's arm to run.")
 @click.option(
-    "--out", "out_dir", type=click.Path(path_type=Path), help="Run directory (default runs/<plan name>)."
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="The run directory, exactly (default: results/<plan>/<run_id>, or runs/adhoc/<run_id> ad hoc).",
 )
 @click.option(
     "--model-dir", type=click.Path(path_type=Path), help="Local model directory (else the plan's source)."
@@ -120,7 +122,9 @@ def _adhoc_arm(
     "--name", default="adhoc", show_default=True, help="Ad-hoc: arm name (file name under generations/)."
 )
 @click.option(
-    "--dry-run", is_flag=True, help="Run the arm with the fake backend into <out>/dry-run (no model)."
+    "--dry-run",
+    is_flag=True,
+    help="Fake backend and tokenizer, no model: into runs/dry-run/<plan or adhoc>/ (or <out>/dry-run).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def generate(
@@ -140,33 +144,16 @@ def generate(
     dry_run: bool,
     no_progress: bool,
 ) -> None:
-    """Generate one arm: `--plan P --arm A`, or ad hoc (greedy) with --backend/--batch-size/--keys --out."""
-    from capsule.generation.arm_runner import generate_arm
-
+    """Generate one arm into a run directory: `--plan P --arm A`, or ad hoc (greedy) from the options."""
     if plan_path is not None:
         if not arm_name:
             raise BadInputError("--plan needs --arm NAME")
-        arm, keys, prompts, directory, plan_hash, plan_name = _plan_arm(plan_path, arm_name, model_dir)
-        out_dir = out_dir or Path("runs") / plan_name
+        target = sealed_target(plan_path, arm_name, model_dir, dry_run)
     else:
-        if out_dir is None:
-            raise BadInputError("an ad-hoc run needs --out DIR (or use --plan P --arm A)")
-        arm, keys, prompts, directory, plan_hash, _ = _adhoc_arm(
-            backend, dtype, batch_size, max_new_tokens, keys_text, first, seed, batch_order, name, model_dir
-        )
-    if dry_run:
-        arm = dataclasses.replace(arm, backend="fake", backend_options={}, env={})
-        out_dir = out_dir / "dry-run"
-    result = generate_arm(
-        arm,
-        prompts=prompts,
-        keys=keys,
-        model_dir=directory,
-        out_dir=out_dir,
-        plan_hash=plan_hash,
-        manifest_digest="",
-        progress=not no_progress,
-    )
+        options = AdhocOptions(name, backend, dtype, batch_size, batch_order, seed, max_new_tokens)
+        target = adhoc_target(options, keys_text, first, model_dir, dry_run)
+    explicit = out_dir / "dry-run" if out_dir is not None and dry_run else out_dir
+    result = generate_target(target, explicit, progress=not no_progress)
     state = "complete" if result.complete else f"partial ({result.reason})"
     click.echo(
         f"{result.rows_path}: {result.n_rows}/{result.n_keys} rows, {result.new_rows} new, "

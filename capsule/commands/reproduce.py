@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from capsule.run_dir import DRY_RUN_ROOT, RESULTS_ROOT
+
 DEFAULT_PLAN = Path("prereg/smollm2-135m-v2")
 
 
@@ -83,7 +85,7 @@ def reproduce(
     use_cache_for_scorer()
 
     if results_root is None:
-        results_root = Path("runs/dry-run") if dry_run else Path("results")
+        results_root = DRY_RUN_ROOT if dry_run else RESULTS_ROOT
     options = ReproduceOptions(
         plan_path=plan_path,
         ledger_path=ledger_path,

@@ -1,1 +1,1 @@
-"""Generation: chat rendering, batching, the arm runner and its store, and the backends."""
+"""Generation: chat rendering, batching, the arm runner (its rows, dispatch and store), the backends."""

@@ -1,4 +1,4 @@
-"""One arm's files: `generations/<arm>.jsonl` (rows, appended per batch) and `<arm>.meta.json`.
+"""One arm's files in a run directory: `generations/<arm>.jsonl` (rows, appended per batch) and its sidecar.
 
 Rows are appended one whole batch per write and fsynced, so the file holds whole batches only (a
 torn final line, left if the machine died mid-write, is cut off on open). The sidecar records the
@@ -10,6 +10,7 @@ the store refuses before any model loads and leaves every existing file untouche
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
 from capsule.prereg.plan import Arm
+from capsule.run_dir import RunDir
 
 META_VERSION = 1
 # Arm fields that do not change rows: caps may be raised to continue a partial arm.
@@ -55,20 +57,22 @@ def arm_identity(
 
 @dataclass
 class ArmStore:
-    """The two files of one arm under `out_dir/generations/`, and what they already hold."""
+    """The two files of one arm in a run directory, and what they already hold."""
 
-    out_dir: Path
+    run: RunDir
     arm_name: str
     meta: dict[str, Any] = field(default_factory=dict)
     persisted: bool = False  # the sidecar exists on disk (it is first written with the first rows)
 
     @property
     def rows_path(self) -> Path:
-        return self.out_dir / "generations" / f"{self.arm_name}.jsonl"
+        """The arm's generation rows."""
+        return self.run.generations(self.arm_name)
 
     @property
     def meta_path(self) -> Path:
-        return self.out_dir / "generations" / f"{self.arm_name}.meta.json"
+        """The arm's sidecar (settings, identity, segments, status)."""
+        return self.run.generations_meta(self.arm_name)
 
     def check_writable(self) -> None:
         """Create the directory and prove a file can be written there (BadInputError otherwise)."""
@@ -85,8 +89,6 @@ class ArmStore:
 
     def open(self, identity: dict[str, Any], batches: list[Batch]) -> set[int]:
         """Check an existing arm was written under `identity`; return the indices of finished batches."""
-        import json
-
         if self.rows_path.exists() and not self.meta_path.exists():
             raise BadInputError(
                 f"{self.rows_path}: exists without {self.meta_path.name}; move it away to rerun"

@@ -21,30 +21,33 @@ from typing import Any
 
 import pytest
 
-from capsule.commands.generate import _adhoc_arm
 from capsule.generation.arm_runner import ArmResult, generate_arm
 from capsule.generation.backends import Backend, load_backend
 from capsule.generation.store import now_iso
+from capsule.generation.targets import Target, adhoc_target
+from capsule.prereg.adhoc import AdhocOptions
 
 pytestmark = pytest.mark.slow
 N_PROMPTS, MAX_NEW = 8, 32
 RESULTS: dict[str, ArmResult] = {}
 
 
-def arm_for(backend: str, batch_size: int, name: str) -> tuple[Any, ...]:
+def arm_for(backend: str, batch_size: int, name: str) -> Target:
     """The arm `capsule generate` builds ad hoc, so CLI and in-process runs can resume each other."""
-    return _adhoc_arm(backend, "bfloat16", batch_size, MAX_NEW, "", N_PROMPTS, 0, "file", name, None)
+    options = AdhocOptions(name, backend, "bfloat16", batch_size, "file", 0, MAX_NEW)
+    return adhoc_target(options, "", N_PROMPTS, None, dry_run=False)
 
 
 def run(backend: Backend, name: str, kind: str, batch_size: int, out: Path) -> ArmResult:
-    arm, keys, prompts, model_dir, plan_hash, _ = arm_for(kind, batch_size, name)
+    target = arm_for(kind, batch_size, name)
+    assert target.model_dir is not None
     return generate_arm(
-        arm,
-        prompts=prompts,
-        keys=keys,
-        model_dir=model_dir,
+        target.arm,
+        prompts=target.prompts,
+        keys=target.keys,
+        model_dir=target.model_dir,
         out_dir=out,
-        plan_hash=plan_hash,
+        plan_hash=target.plan_sha256,
         manifest_digest="",
         backend=backend,
         progress=False,
@@ -111,7 +114,7 @@ def kill_mid_arm(kind: str, batch_size: int, name: str, out: Path, min_rows: int
 
 @pytest.fixture(scope="module")
 def hf(embedded_model_dir: Path) -> Iterator[Backend]:
-    backend = load_backend("hf", embedded_model_dir, arm_for("hf", 8, "x")[0])
+    backend = load_backend("hf", embedded_model_dir, arm_for("hf", 8, "x").arm)
     yield backend
     backend.close()
 
@@ -126,7 +129,7 @@ class Engines:
         if self.size != batch_size:
             self.close()
             self.live, self.size = (
-                load_backend("vllm", self.model_dir, arm_for("vllm", batch_size, "x")[0]),
+                load_backend("vllm", self.model_dir, arm_for("vllm", batch_size, "x").arm),
                 batch_size,
             )
         assert self.live is not None

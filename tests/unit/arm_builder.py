@@ -9,7 +9,7 @@ from typing import Any
 
 from capsule.prereg.plan import Arm, Decoding
 
-GREEDY = Decoding("greedy", 1.0, 1.0, 0, 0.0, 0.0, 1.0)
+GREEDY = Decoding("greedy", 0.0, 1.0, 0, 0.0, 0.0, 1.0)  # the plan loader's neutral greedy values
 
 _BASE: dict[str, Any] = {
     "name": "a",

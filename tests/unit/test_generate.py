@@ -1,4 +1,4 @@
-"""generate_arm with the fake backend: rows, resume, caps, refusals, interrupts; the CLI."""
+"""generate_arm with the fake backend: rows, resume, caps, refusals, interrupts (CLI: test_generate_cli)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 from arm_builder import build_arm
-from click.testing import CliRunner
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import ArmResult, generate_arm
 from capsule.generation.backends import Completion
 from capsule.generation.backends.fake import FakeBackend, FakeChatTokenizer
 from capsule.generation.batching import execution_order, form_batches
-from capsule.prereg.plan import Arm, Model
+from capsule.prereg.plan import Arm, Decoding, Model
 from ifeval_scorer import Prompt
 
 ROW_FIELDS = {
@@ -115,34 +114,36 @@ def test_rerun_of_a_complete_arm_touches_nothing(tmp_path: Path) -> None:
     assert (first.rows_path.read_bytes(), first.meta_path.read_bytes()) == before
 
 
+class DiesMidArm(FakeBackend):
+    """A whole-arm fake backend that dies while finishing its `n`-th request."""
+
+    def __init__(self, arm: Arm, n: int) -> None:
+        super().__init__(Path("."), arm)
+        self.n, self.finished = n, 0
+
+    def generate(self, *args: Any, on_done: Any = None, **kwargs: Any) -> list[Completion]:
+        def hook(i: int, completion: Completion) -> None:
+            self.finished += 1
+            if self.finished == self.n:
+                raise RuntimeError("simulated crash")
+            on_done(i, completion)
+
+        return super().generate(*args, on_done=hook, **kwargs)
+
+
 @pytest.mark.parametrize("scope", ["batch", "arm"])
 def test_resume_after_crash_equals_an_uninterrupted_run(tmp_path: Path, scope: str) -> None:
-    arm = (
-        make_arm(backend_options={"scope": scope})
-        if scope == "batch"
-        else make_arm(backend_options={"scope": scope})
-    )
+    arm = make_arm(backend_options={"scope": scope})
     whole = run(arm, tmp_path / "whole")
-    crashed_backend = CrashAfter(arm, 2) if scope == "batch" else None
-    if scope == "arm":  # die while finishing requests: some batches written, the one in flight discarded
-        crashed_backend = FakeBackend(Path("."), arm)
-        calls = {"n": 0}
-        real = crashed_backend.generate
-
-        def dying(*args: Any, on_done: Any = None, **kwargs: Any) -> list[Completion]:
-            def hook(i: int, completion: Completion) -> None:
-                calls["n"] += 1
-                if calls["n"] == 8:
-                    raise RuntimeError("simulated crash")
-                on_done(i, completion)
-
-            return real(*args, on_done=hook, **kwargs)
-
-        crashed_backend.generate = dying  # type: ignore[method-assign]
+    assert json.loads(whole.meta_path.read_text())["backend"]["scope"] == scope  # both loops are run
+    # batch: die in the third generate call; arm: die while finishing requests (some batches
+    # written, the one in flight discarded)
+    crashed_backend = CrashAfter(arm, 2) if scope == "batch" else DiesMidArm(arm, 8)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run(arm, tmp_path / "resumed", backend=crashed_backend)
     partial = json.loads((tmp_path / "resumed/generations/arm1.meta.json").read_text())
     assert partial["status"] == "partial" and "simulated crash" in partial["reason"]
+    assert 0 < partial["n_rows"] < len(KEYS)
     resumed = run(arm, tmp_path / "resumed")
     assert resumed.complete and 0 < resumed.new_rows < len(KEYS)
     assert comparable(resumed) == comparable(whole)
@@ -240,6 +241,15 @@ def test_sigint_during_a_batch_discards_it_and_keeps_whole_lines(tmp_path: Path)
     assert meta["status"] == "partial" and meta["reason"] == "interrupted by SIGTERM"
 
 
+def test_an_arm_the_plan_loader_refuses_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    hot_greedy = Decoding("greedy", 1.0, 1.0, 0, 0.0, 0.0, 1.0)  # "greedy" with a sampling temperature
+    with pytest.raises(BadInputError, match="mode 'greedy' takes temperature = 0.0"):
+        run(make_arm(decoding=hot_greedy), tmp_path)
+    with pytest.raises(BadInputError, match="'unclosed' is 'drop'"):
+        run(make_arm(unclosed="drop"), tmp_path)
+    assert not (tmp_path / "generations").exists()
+
+
 def test_thinking_on_with_a_template_that_ignores_it_fails_before_loading(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="ignores enable_thinking"):
         run(make_arm(thinking="on"), tmp_path)
@@ -256,31 +266,3 @@ def test_model_store_refuses_a_changed_pinned_file(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{ }")
     with pytest.raises(VerificationError, match="the plan pins"):
         resolve_model_dir(model, tmp_path)
-
-
-def test_cli_adhoc_dry_run_and_missing_out(tmp_path: Path) -> None:
-    from capsule.cli import cli
-
-    runner = CliRunner()
-    missing = runner.invoke(cli, ["generate", "--backend", "hf"])
-    assert missing.exit_code == 2 and "needs --out" in missing.output
-    unknown = runner.invoke(
-        cli, ["generate", "--backend", "tgi", "--out", str(tmp_path / "u"), "--first", "2"]
-    )
-    assert unknown.exit_code == 2 and "unknown backend 'tgi'" in unknown.output
-    done = runner.invoke(
-        cli,
-        [
-            "generate",
-            "--keys",
-            "1000,1001",
-            "--out",
-            str(tmp_path),
-            "--dry-run",
-            "--no-progress",
-            "--max-new-tokens",
-            "4",
-        ],
-    )
-    assert done.exit_code == 0, done.output
-    assert "2/2 rows" in done.output and (tmp_path / "dry-run/generations/adhoc.jsonl").exists()

@@ -1,0 +1,118 @@
+"""What one `capsule generate` runs: an arm, its prompts and model, and the identity of its run.
+
+`sealed_target` takes an arm of a sealed plan (plan, seal, prompts and model verified);
+`adhoc_target` builds one from options through the plan loader (`capsule.prereg.adhoc`), so both
+meet one rulebook. Nothing is written here: `capsule.commands.generate` opens the run directory.
+A dry run (the fake backend and tokenizer) needs no model: its `model_dir` is None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capsule.artifacts.embedded_model import fetch_model
+from capsule.artifacts.model_store import resolve_model_dir, verify_local_dir
+from capsule.artifacts.pinned_prompts import fetch_prompts
+from capsule.errors import BadInputError, VerificationError
+from capsule.generation.arm_runner import subset_keys
+from capsule.generation.backends import check_backend
+from capsule.hashing import sha256_file
+from capsule.prereg.adhoc import (
+    ADHOC_PLAN_PATH,
+    ADHOC_SOURCE,
+    NO_LEDGER_HEAD,
+    AdhocOptions,
+    adhoc_arm_table,
+    adhoc_record,
+    adhoc_sha256,
+    parse_arm_table,
+)
+from capsule.prereg.ledger import Ledger, require_sealed
+from capsule.prereg.loader import load_plan
+from capsule.prereg.plan import Arm
+from capsule.run_dir import ADHOC_ROOT, DRY_RUN_ROOT, RESULTS_ROOT
+from ifeval_scorer import Prompt, load_prompts
+
+
+@dataclass(frozen=True)
+class Target:
+    """One arm to generate and the identity of the run it belongs to, before any directory opens."""
+
+    arm: Arm
+    keys: list[int]
+    prompts: dict[int, Prompt]
+    prompts_path: Path
+    model_dir: Path | None  # None: a dry run (the fake backend and tokenizer read no model)
+    plan_path: str
+    plan_sha256: str
+    ledger_head: str
+    results_root: Path
+    adhoc: dict[str, Any] | None = None  # adhoc.json's record, for an ad-hoc arm
+
+
+def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_run: bool) -> Target:
+    """An arm of a sealed plan: plan, seal, prompts and model verified before anything is written."""
+    plan = load_plan(plan_path)
+    record = require_sealed(plan.path)
+    ledger = Ledger.load()
+    try:
+        arm = plan.arm(arm_name)
+    except KeyError as error:
+        names = ", ".join(a.name for a in plan.arms)
+        raise BadInputError(f"{plan.path}: no arm {arm_name!r}; arms: {names}") from error
+    prompts_path = fetch_prompts().path
+    if sha256_file(prompts_path) != plan.prompts.sha256:
+        raise VerificationError(f"{prompts_path}: sha256 differs from the plan's prompts.sha256")
+    prompts = load_prompts(prompts_path)
+    keys = subset_keys(plan.prompts.subsets[arm.subset], prompts)
+    if dry_run:  # the same dry run as `capsule reproduce --dry-run`, so either continues the other
+        arm = dataclasses.replace(arm, backend="fake", backend_options={}, env={})
+    directory = None if dry_run else resolve_model_dir(plan.model, model_dir)
+    root = (DRY_RUN_ROOT if dry_run else RESULTS_ROOT) / plan.name
+    return Target(
+        arm, keys, prompts, prompts_path, directory, ledger.relative(plan.path), str(record["sha256"]),
+        ledger.head(), root,
+    )
+
+
+def _keys(keys_text: str, first: int, prompts: dict[int, Prompt]) -> list[int]:
+    if not keys_text:
+        return list(prompts)[: first or None]
+    try:
+        keys = [int(k) for k in keys_text.split(",") if k.strip()]
+    except ValueError as error:
+        raise BadInputError(f"--keys {keys_text!r}: give comma-separated integer prompt keys") from error
+    missing = [k for k in keys if k not in prompts]
+    if missing:
+        raise BadInputError(f"--keys: not in the prompt set: {missing[:5]}")
+    return keys
+
+
+def adhoc_target(
+    options: AdhocOptions, keys_text: str, first: int, model_dir: Path | None, dry_run: bool
+) -> Target:
+    """A greedy arm from options, read by the plan loader, on the pinned prompts and the embedded
+    model (or `model_dir`); a dry run swaps in the fake backend after the options are checked."""
+    table = adhoc_arm_table(options)
+    arm = parse_arm_table(table, ADHOC_SOURCE)  # the options as given must pass, dry run or not
+    if dry_run:
+        table = adhoc_arm_table(dataclasses.replace(options, backend="fake"))
+        arm = parse_arm_table(table, ADHOC_SOURCE)
+    check_backend(arm.backend)
+    prompts_path = fetch_prompts().path
+    prompts = load_prompts(prompts_path)
+    keys = _keys(keys_text, first, prompts)
+    directory = None
+    if not dry_run:
+        directory = fetch_model()[0] if model_dir is None else model_dir
+        if model_dir is not None:
+            verify_local_dir(model_dir)
+    record = adhoc_record(table, sha256_file(prompts_path), keys)
+    root = DRY_RUN_ROOT / ADHOC_PLAN_PATH if dry_run else ADHOC_ROOT
+    return Target(
+        arm, keys, prompts, prompts_path, directory, ADHOC_PLAN_PATH, adhoc_sha256(record), NO_LEDGER_HEAD,
+        root, record,
+    )
