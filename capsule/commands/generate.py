@@ -11,7 +11,7 @@ from capsule.errors import BadInputError
 
 
 def _plan_arm(plan_path: Path, arm_name: str, model_dir: Path | None) -> tuple:
-    """Load and verify the sealed plan; return (arm, keys, prompts, model_dir, plan_hash, name)."""
+    """Load and verify the sealed plan; return (arm, keys, prompts, model_dir, plan_hash, name, loader)."""
     from capsule.artifacts.model_store import resolve_model_dir
     from capsule.artifacts.pinned_prompts import fetch_prompts
     from capsule.generation.arm_runner import subset_keys
@@ -35,7 +35,7 @@ def _plan_arm(plan_path: Path, arm_name: str, model_dir: Path | None) -> tuple:
     prompts = load_prompts(prompts_path)
     keys = subset_keys(plan.prompts.subsets[arm.subset], prompts)
     directory = resolve_model_dir(plan.model, model_dir)
-    return arm, keys, prompts, directory, str(record["sha256"]), plan.name
+    return arm, keys, prompts, directory, str(record["sha256"]), plan.name, plan.model.loader
 
 
 def _adhoc_arm(
@@ -143,10 +143,13 @@ def generate(
     """Generate one arm: `--plan P --arm A`, or ad hoc (greedy) with --backend/--batch-size/--keys --out."""
     from capsule.generation.arm_runner import generate_arm
 
+    loader: str | None = None  # ad hoc: the checkpoint's config.json decides
     if plan_path is not None:
         if not arm_name:
             raise BadInputError("--plan needs --arm NAME")
-        arm, keys, prompts, directory, plan_hash, plan_name = _plan_arm(plan_path, arm_name, model_dir)
+        arm, keys, prompts, directory, plan_hash, plan_name, loader = _plan_arm(
+            plan_path, arm_name, model_dir
+        )
         out_dir = out_dir or Path("runs") / plan_name
     else:
         if out_dir is None:
@@ -166,6 +169,7 @@ def generate(
         plan_hash=plan_hash,
         manifest_digest="",
         progress=not no_progress,
+        loader=loader,
     )
     state = "complete" if result.complete else f"partial ({result.reason})"
     click.echo(

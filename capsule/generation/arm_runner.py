@@ -179,12 +179,13 @@ def generate_arm(
     backend: Backend | None = None,
     progress: bool = True,
     tokenizer: ChatTokenizer | None = None,
+    loader: str | None = None,
 ) -> ArmResult:
     """Generate (or resume) one arm into `out_dir/generations/<arm>.jsonl` + `.meta.json`.
 
     `backend` may be a loaded instance shared with other arms (see `capsule.generation.backends.reuse_key`);
-    otherwise one is loaded after all validation and closed at the end. `tokenizer` defaults to the
-    model directory's chat template.
+    otherwise one is loaded after all validation, with the plan's [model] `loader` (None: no plan),
+    and closed at the end. `tokenizer` defaults to the model directory's chat template.
     """
     validate_arm(arm)
     if backend is None:
@@ -248,7 +249,7 @@ def generate_arm(
     try:
         with interrupts.installed():
             if todo:
-                backend = backend or load_backend(arm.backend, model_dir, arm)
+                backend = backend or load_backend(arm.backend, model_dir, arm, loader)
                 description = backend.describe()
                 if backend.scope == "batch":
                     reason = _run_batches(arm, backend, todo, inputs, write, over_wall)
