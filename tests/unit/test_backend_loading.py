@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from arm_builder import build_arm
 
-from capsule.artifacts.prompts import Prompt
 from capsule.errors import BadInputError
 from capsule.generation.arm_runner import generate_arm
 from capsule.generation.backends import reuse_key
 from capsule.generation.backends.checkpoint import checkpoint_loader, resolve_loader
 from capsule.generation.backends.fake import FakeChatTokenizer
 from capsule.prereg.loader import load_plan
+from ifeval_scorer import Prompt
 
 QWEN = "Qwen3_5ForConditionalGeneration"
 
