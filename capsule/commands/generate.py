@@ -83,6 +83,7 @@ def generate_target(target: Target, out_dir: Path | None, progress: bool) -> Arm
         manifest_digest=digest,
         progress=progress,
         tokenizer=FakeChatTokenizer(supports_thinking=True) if target.model_dir is None else None,
+        loader=target.loader,
     )
 
 

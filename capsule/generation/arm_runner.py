@@ -43,6 +43,7 @@ class ArmJob:
     plan_hash: str  # the sealed plan's sha256 (or an ad-hoc arm table's): part of the arm's identity
     manifest_digest: str  # the machine fingerprint this segment ran on
     progress: bool = True
+    loader: str | None = None  # the plan's [model] loader; None: an ad-hoc arm (config.json decides)
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,17 @@ def generate_arm(
     backend: Backend | None = None,
     progress: bool = True,
     tokenizer: ChatTokenizer | None = None,
+    loader: str | None = None,
 ) -> ArmResult:
     """Generate (or resume) one arm into `out_dir/generations/<arm>.jsonl` + `.meta.json`.
 
     `backend` may be a loaded instance shared with other arms (see `capsule.generation.backends.reuse_key`);
-    otherwise one is loaded after all validation and closed at the end. `tokenizer` defaults to the
-    model directory's chat template.
+    otherwise one is loaded after all validation, with the plan's [model] `loader` (None: no plan),
+    and closed at the end. `tokenizer` defaults to the model directory's chat template.
     """
-    job = ArmJob(arm, prompts, tuple(keys), model_dir, RunDir(out_dir), plan_hash, manifest_digest, progress)
+    job = ArmJob(
+        arm, prompts, tuple(keys), model_dir, RunDir(out_dir), plan_hash, manifest_digest, progress, loader
+    )
     return run_arm_job(job, backend=backend, tokenizer=tokenizer)
 
 
@@ -171,7 +175,7 @@ class _ArmRun:
         try:
             with writer.interrupts.installed():
                 if todo:
-                    backend = backend or load_backend(arm.backend, self.job.model_dir, arm)
+                    backend = backend or load_backend(arm.backend, self.job.model_dir, arm, self.job.loader)
                     description = backend.describe()
                     reason = dispatch(arm, backend, todo, self.inputs, writer.write, wall)
         except KeyboardInterrupt as interrupt:

@@ -51,6 +51,7 @@ class Target:
     ledger_head: str
     results_root: Path
     adhoc: dict[str, Any] | None = None  # adhoc.json's record, for an ad-hoc arm
+    loader: str | None = None  # the plan's [model] loader; None for an ad-hoc arm (config.json decides)
 
 
 def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_run: bool) -> Target:
@@ -74,7 +75,7 @@ def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_ru
     root = (DRY_RUN_ROOT if dry_run else RESULTS_ROOT) / plan.name
     return Target(
         arm, keys, prompts, prompts_path, directory, ledger.relative(plan.path), str(record["sha256"]),
-        ledger.head(), root,
+        ledger.head(), root, loader=plan.model.loader,
     )
 
 

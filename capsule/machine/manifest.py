@@ -33,7 +33,7 @@ SCHEMA_VERSION = 1
 MANIFEST_FILE = "manifest.json"
 # In a checkout (editable install) the schema sits beside the package; in the image, whose capsule is
 # installed into site-packages, the study directory (the working directory) carries manifests/.
-_SCHEMA_HOMES = (Path(__file__).resolve().parents[1], Path.cwd())
+_SCHEMA_HOMES = (Path(__file__).resolve().parents[2], Path.cwd())
 _SCHEMA_CANDIDATES = [home / "manifests" / "schema.json" for home in _SCHEMA_HOMES]
 SCHEMA_PATH = next((path for path in _SCHEMA_CANDIDATES if path.is_file()), _SCHEMA_CANDIDATES[0])
 

