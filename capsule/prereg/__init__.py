@@ -1,1 +1,1 @@
-"""Pre-registration: the plan format (dataclasses, loader, checks), metric names, the ledger, sealing."""
+"""Pre-registration: the plan format (dataclasses, loader, checks), metrics, control kinds, ledger."""
