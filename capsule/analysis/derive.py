@@ -108,24 +108,8 @@ def analyse(
 
 
 def build_analysis(
-    plan: Plan,
-    generations: Mapping[str, Rows],
-    scores: Mapping[str, Rows],
-    *,
-    score_fn: ScoreFn,
-    band_fn: BandFn,
-    tokenize: Tokenize | None = None,
-    prompts: Mapping[int, Prompt] | None = None,
-    stability_scores: Mapping[str, Sequence[Rows]] | None = None,
+    plan: Plan, generations: Mapping[str, Rows], scores: Mapping[str, Rows], **options: Any
 ) -> dict[str, Any]:
-    """The analysis.json dict: `analyse(...).to_json()` (see `analyse` for the arguments)."""
-    return analyse(
-        plan,
-        generations,
-        scores,
-        score_fn=score_fn,
-        band_fn=band_fn,
-        tokenize=tokenize,
-        prompts=prompts,
-        stability_scores=stability_scores,
-    ).to_json()
+    """The analysis.json dict: `analyse(plan, generations, scores, **options).to_json()`, the form
+    `capsule.atomic.write_json_atomic` writes (see `analyse` for the keyword arguments)."""
+    return analyse(plan, generations, scores, **options).to_json()
