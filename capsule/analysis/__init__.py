@@ -1,1 +1,1 @@
-"""Analysis: per-prompt outcomes, statistics, paired comparisons, controls, analysis.json."""
+"""Analysis: per-prompt outcomes, statistics, paired comparisons, controls, analysis.json and its schema."""

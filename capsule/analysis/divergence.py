@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from capsule.analysis.control_schema import Divergence, Identity
+
 Tokenize = Callable[[str], list[int]]
 
 
@@ -47,24 +49,25 @@ def _tokens(
     return tokenize(str(row_a.get("raw", ""))), tokenize(str(row_b.get("raw", ""))), False
 
 
-def distribution(values: Sequence[int]) -> dict[str, Any]:
+def distribution(values: Sequence[int], unit: str | None = None) -> Divergence:
     """Count, min, median, max and the sorted values (for plots) of first-divergence indices."""
     ordered = sorted(values)
     if not ordered:
-        return {"n": 0, "min": None, "median": None, "max": None, "indices": []}
+        return Divergence(n=0, min=None, median=None, max=None, indices=[], unit=unit)
     median = statistics.median(ordered)
-    return {
-        "n": len(ordered),
-        "min": ordered[0],
-        "median": int(median) if float(median).is_integer() else float(median),
-        "max": ordered[-1],
-        "indices": ordered,
-    }
+    return Divergence(
+        n=len(ordered),
+        min=ordered[0],
+        median=int(median) if float(median).is_integer() else float(median),
+        max=ordered[-1],
+        indices=ordered,
+        unit=unit,
+    )
 
 
 def identity_contrast(
     rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], tokenize: Tokenize | None = None
-) -> dict[str, Any]:
+) -> Identity:
     """Compare two arms' generations on their common keys.
 
     Returns n_common, the keys only one arm has (a partial arm), byte-identical counts of the full
@@ -96,12 +99,12 @@ def identity_contrast(
         units.add("output_ids" if from_ids else ("tokenize" if tokenize else "characters"))
         index = first_divergence(tokens_a, tokens_b)
         indices.append(len(tokens_a) if index is None else index)  # equal tokens, different text
-    return {
-        "n_common": len(common),
-        "only_in_a": len(set(by_a) - set(by_b)),
-        "only_in_b": len(set(by_b) - set(by_a)),
-        "identical": identical_raw,
-        "identical_response": identical_response,
-        "input_ids_mismatch": input_mismatch,
-        "first_divergence": {**distribution(indices), "unit": "+".join(sorted(units)) or None},
-    }
+    return Identity(
+        n_common=len(common),
+        only_in_a=len(set(by_a) - set(by_b)),
+        only_in_b=len(set(by_b) - set(by_a)),
+        identical=identical_raw,
+        identical_response=identical_response,
+        input_ids_mismatch=input_mismatch,
+        first_divergence=distribution(indices, "+".join(sorted(units)) or None),
+    )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from capsule.errors import BadInputError
-from capsule.prereg.metrics import ALL_METRICS, COMPOSITES, METRICS
+from capsule.prereg.metrics import ALL_METRICS, COMPOSITES
 
 Part = tuple[np.ndarray, np.ndarray]  # (numerator per prompt, denominator per prompt), float64
 READINGS: tuple[str, ...] = ("strict", "loose")
@@ -98,11 +98,6 @@ def members(metric: str) -> tuple[str, ...]:
     """The base metrics a metric averages (itself for a base metric)."""
     check_metric(metric)
     return COMPOSITES.get(metric, (metric,))
-
-
-def is_prompt_level(metric: str) -> bool:
-    """Whether `metric` is a single binomial proportion over prompts (Wilson / Clopper-Pearson apply)."""
-    return metric in METRICS and metric.startswith("prompt_level_")
 
 
 def reading_of(metric: str) -> str:

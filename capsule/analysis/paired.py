@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from capsule.analysis.outcomes import Outcomes, parts, reading_of, value
+from capsule.analysis.paired_schema import Difference, DifferenceInterval, Paired
 from capsule.analysis.stats import (
     UNDERPOWERED,
     is_powered,
@@ -57,7 +58,7 @@ def paired_comparison(
     min_pairs: int,
     resamples: int,
     seed: int,
-) -> dict[str, Any]:
+) -> Paired:
     """Compare arms `names` = (a, b) on `metric` over their common prompts.
 
     b / c are discordant prompts on the prompt-level pass of the metric's reading (strict or
@@ -67,7 +68,7 @@ def paired_comparison(
     """
     reading = reading_of(metric)
     keys = common_keys(a, b)
-    result: dict[str, Any] = {
+    header: dict[str, Any] = {
         "arms": list(names),
         "metric": metric,
         "confidence": confidence,
@@ -80,15 +81,7 @@ def paired_comparison(
         "rule": rule_text(confidence, min_pairs, reading),
     }
     if not keys:
-        return {
-            **result,
-            "b": 0,
-            "c": 0,
-            "p_value": 1.0,
-            "values_pct": None,
-            "difference": None,
-            "verdict": UNDERPOWERED,
-        }
+        return Paired(**header, b=0, c=0, p_value=1.0, values_pct=None, difference=None, verdict=UNDERPOWERED)
     assert a is not None and b is not None
     pa, pb = a.subset(keys), b.subset(keys)
     n_b, n_c = discordant(pa, pb, reading)
@@ -101,23 +94,20 @@ def paired_comparison(
         verdict = UNDERPOWERED
     else:
         verdict = DIFFER if p < 1.0 - confidence else INDISTINGUISHABLE
-    return {
-        **result,
-        "b": n_b,
-        "c": n_c,
-        "p_value": sig4(p),
-        "values_pct": {names[0]: percent(value_a), names[1]: percent(value_b)},
-        "difference": {
-            "value_pct": percent(value_a - value_b),
-            "interval": {
-                "kind": "bootstrap",
-                "confidence": confidence,
-                "resamples": resamples,
-                "seed": seed,
-                "low_pct": percent(low),
-                "high_pct": percent(high),
-            },
-            "excludes_zero": bool(low > 0 or high < 0),
-        },
-        "verdict": verdict,
-    }
+    interval = DifferenceInterval(
+        low_pct=percent(low),
+        high_pct=percent(high),
+        kind="bootstrap",
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+    )
+    return Paired(
+        **header,
+        b=n_b,
+        c=n_c,
+        p_value=sig4(p),
+        values_pct={names[0]: percent(value_a), names[1]: percent(value_b)},
+        difference=Difference(percent(value_a - value_b), interval, bool(low > 0 or high < 0)),
+        verdict=verdict,
+    )

@@ -12,20 +12,32 @@ files and re-derives byte for byte.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from capsule.analysis.codec import fields_of
+from capsule.analysis.control_inputs import BandFn, ControlInputs, Rows, ScoreFn
+from capsule.analysis.control_schema import (
+    Band,
+    CompliantCheck,
+    ControlSection,
+    EchoCheck,
+    SanityCheck,
+    SanitySection,
+    SkippedCheck,
+    SkippedControl,
+    StabilityMetric,
+    StabilitySection,
+    Traced,
+    UnstablePrompt,
+)
 from capsule.analysis.outcomes import READINGS, Outcomes, outcomes_from_scores, parts, value
 from capsule.analysis.stats import percent
 from capsule.errors import BadInputError
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import Control
 from ifeval_scorer import Prompt
-
-ScoreFn = Callable[[Sequence[Mapping[str, Any]], int | None], list[dict[str, Any]]]
-BandFn = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Any]]
-Rows = Sequence[Mapping[str, Any]]
 
 
 def metric_values(outcomes: Outcomes) -> dict[str, float]:
@@ -57,7 +69,7 @@ def stability_runs(
     return [list(score_fn(rows, None)) for _ in range(control.k)]
 
 
-def _unstable(runs: Sequence[Rows]) -> list[dict[str, Any]]:
+def _unstable(runs: Sequence[Rows]) -> list[UnstablePrompt]:
     verdicts: dict[int, list[Mapping[str, Any]]] = {}
     for run in runs:
         for row in run:
@@ -72,11 +84,11 @@ def _unstable(runs: Sequence[Rows]) -> list[dict[str, Any]]:
             varying += [(reading, i) for i in range(len(ids)) if len({f[i] for f in flags}) > 1]
         if varying:
             unstable.append(
-                {
-                    "key": key,
-                    "instructions": sorted({ids[i] for _, i in varying}),
-                    "readings": sorted({reading for reading, _ in varying}),
-                }
+                UnstablePrompt(
+                    key=key,
+                    instructions=sorted({ids[i] for _, i in varying}),
+                    readings=sorted({reading for reading, _ in varying}),
+                )
             )
     return unstable
 
@@ -87,7 +99,7 @@ def scorer_stability(
     outcomes: Mapping[str, Outcomes],
     runs: Sequence[Rows],
     band_fn: BandFn,
-) -> tuple[dict[str, Any], list[str]]:
+) -> StabilitySection:
     """Spread of each metric over k unseeded scorer runs, the prompts whose verdicts move (with the
     instruction responsible), the seeded value for reference and the exhaustive letter band."""
     arm = control.arms[0]
@@ -97,33 +109,54 @@ def scorer_stability(
     for metric in ALL_METRICS:
         series = [v[metric] for v in values]
         low, high = (min(series), max(series)) if series else (None, None)
-        metrics[metric] = {
-            "min_pct": low,
-            "max_pct": high,
-            "spread_pct": None if low is None or high is None else round(high - low, 2) + 0.0,
-            "seeded_pct": seeded[metric] if seeded else None,
-            "values_pct": series,
-        }
-    section = {
-        "kind": control.kind,
-        "arms": [arm],
-        "description": control.description,
-        "k": len(runs),
-        "metrics": metrics,
-        "unstable_prompts": _unstable(runs),
-        "band": plain(band_fn(generations[arm])),
-    }
-    return section, []
+        metrics[metric] = StabilityMetric(
+            min_pct=low,
+            max_pct=high,
+            spread_pct=None if low is None or high is None else round(high - low, 2) + 0.0,
+            seeded_pct=seeded[metric] if seeded else None,
+            values_pct=series,
+        )
+    return StabilitySection(
+        kind=control.kind,
+        arms=[arm],
+        description=control.description,
+        failures=[],
+        k=len(runs),
+        metrics=metrics,
+        unstable_prompts=_unstable(runs),
+        band=Band(plain(band_fn(generations[arm]))),
+    )
 
 
-def _traced(rows: Rows, passed: bool) -> list[dict[str, Any]]:
+def run_scorer_stability(control: Control, inputs: ControlInputs) -> ControlSection:
+    """The scorer_stability runner: the stored unseeded runs (made here when none are stored, which
+    makes the analysis no longer a pure function of the files); skipped without generations."""
+    if not inputs.generations.get(control.arms[0]):
+        return SkippedControl(
+            kind=control.kind, arms=list(control.arms), skipped="no generations", failures=[]
+        )
+    if inputs.band_fn is None:
+        raise BadInputError(f"control {control.name}: scorer_stability needs the scorer; pass band_fn=")
+    runs = (inputs.stability or {}).get(control.name)
+    if runs is None:
+        runs = stability_runs(control, inputs.generations, _score_fn(control, inputs))
+    return scorer_stability(control, inputs.generations, inputs.outcomes, runs, inputs.band_fn)
+
+
+def _score_fn(control: Control, inputs: ControlInputs) -> ScoreFn:
+    if inputs.score_fn is None:
+        raise BadInputError(f"control {control.name}: {control.kind} needs the scorer; pass score_fn=")
+    return inputs.score_fn
+
+
+def _traced(rows: Rows, passed: bool) -> list[Traced]:
     """Each (key, instruction id) whose verdict equals `passed` in some reading, with those readings."""
     found = []
     for row in sorted(rows, key=lambda r: int(r["key"])):
         for index, instruction in enumerate(row["instruction_id_list"]):
             readings = [r for r in READINGS if bool(row[r]["instructions"][index]) == passed]
             if readings:
-                found.append({"key": int(row["key"]), "instruction_id": instruction, "readings": readings})
+                found.append(Traced(key=int(row["key"]), instruction_id=instruction, readings=readings))
     return found
 
 
@@ -156,7 +189,7 @@ def load_compliant(path: Path) -> list[dict[str, Any]]:
 
 def _check(
     name: str, rows: Rows, expected: float | None, prompts: Mapping[int, Prompt]
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[SanityCheck, list[str]]:
     keys = sorted(int(row["key"]) for row in rows)
     outcomes = outcomes_from_scores(rows, f"sanity {name}")
     values = metric_values(outcomes)
@@ -171,7 +204,7 @@ def _check(
         failures.append(
             f"{name}: expected {expected}% on every metric, got " + ", ".join(f"{m} {values[m]}" for m in off)
         )
-    return {"n": len(keys), "metrics_pct": values}, failures
+    return SanityCheck(n=len(keys), metrics_pct=values), failures
 
 
 def scorer_sanity(
@@ -181,7 +214,7 @@ def scorer_sanity(
     score_fn: ScoreFn,
     seed: int,
     prompts: Mapping[int, Prompt] | None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> SanitySection:
     """Three checks of the scorer, seeded with the plan's scorer seed, on the control arm's prompts:
 
     - empty responses must score 0 on every metric;
@@ -197,26 +230,43 @@ def scorer_sanity(
         raise BadInputError(f"control {control.name}: scorer_sanity needs the prompts; pass prompts=")
     arm_rows = generations.get(control.arms[0], []) if control.arms else []
     keys = sorted({int(row["key"]) for row in arm_rows}) if control.arms else sorted(prompts)
-    section: dict[str, Any] = {
-        "kind": control.kind,
-        "arms": list(control.arms),
-        "description": control.description,
-    }
     failures: list[str] = []
     empty_rows = score_fn([{"key": k, "response": ""} for k in keys], seed)
-    section["empty"], problems = _check("empty responses", empty_rows, 0.0, prompts)
+    empty, problems = _check("empty responses", empty_rows, 0.0, prompts)
     failures += problems
     echo_rows = score_fn([{"key": k, "response": prompts[k].prompt} for k in keys], seed)
-    section["echo"], problems = _check("prompt echoes", echo_rows, None, prompts)
-    section["echo"]["passes"] = _traced(echo_rows, True)
+    echoed, problems = _check("prompt echoes", echo_rows, None, prompts)
+    echo = EchoCheck(**fields_of(echoed), passes=_traced(echo_rows, True))
     failures += problems
+    compliant: CompliantCheck | SkippedCheck
     if control.compliant:
-        compliant = load_compliant(plan_dir / control.compliant)
-        compliant_rows = score_fn(compliant, seed)
-        section["compliant"], problems = _check("compliant answers", compliant_rows, 100.0, prompts)
-        section["compliant"]["failing"] = _traced(compliant_rows, False)
+        compliant_rows = score_fn(load_compliant(plan_dir / control.compliant), seed)
+        checked, problems = _check("compliant answers", compliant_rows, 100.0, prompts)
+        compliant = CompliantCheck(**fields_of(checked), failing=_traced(compliant_rows, False))
         failures += problems
     else:
-        section["compliant"] = {"skipped": "no compliant answers declared"}
-    section["passed"] = not failures
-    return section, failures
+        compliant = SkippedCheck(skipped="no compliant answers declared")
+    return SanitySection(
+        kind=control.kind,
+        arms=list(control.arms),
+        description=control.description,
+        failures=failures,
+        empty=empty,
+        echo=echo,
+        compliant=compliant,
+        passed=not failures,
+    )
+
+
+def run_scorer_sanity(control: Control, inputs: ControlInputs) -> ControlSection:
+    """The scorer_sanity runner: `scorer_sanity` with the plan's scorer seed; skipped when the
+    control names an arm that has no generations."""
+    if control.arms and not inputs.generations.get(control.arms[0]):
+        return SkippedControl(
+            kind=control.kind, arms=list(control.arms), skipped="no generations", failures=[]
+        )
+    plan = inputs.plan
+    score_fn = _score_fn(control, inputs)
+    return scorer_sanity(
+        control, plan.path.parent, inputs.generations, score_fn, plan.scorer_seed, inputs.prompts
+    )

@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from capsule.analysis.schema import TokenStats
 from capsule.prereg.plan import Arm
 
 Rows = Sequence[Mapping[str, Any]]
@@ -61,17 +62,17 @@ def _round(x: float) -> float:
     return round(float(x), 2) + 0.0
 
 
-def token_stats(rows: Rows, scope: str = "batch") -> dict[str, Any]:
+def token_stats(rows: Rows, scope: str = "batch") -> TokenStats:
     """Output-token median / mean / max / total, generation wall time and tokens per second."""
     tokens = [int(row.get("n_output_tokens", 0)) for row in rows]
     if not tokens:
-        return {"median": None, "mean": None, "max": None, "total": 0, "wall_s": 0.0, "tokens_per_s": None}
+        return TokenStats(median=None, mean=None, max=None, total=0, wall_s=0.0, tokens_per_s=None)
     wall = wall_seconds(rows, scope)
-    return {
-        "median": _round(statistics.median(tokens)),
-        "mean": _round(sum(tokens) / len(tokens)),
-        "max": max(tokens),
-        "total": sum(tokens),
-        "wall_s": _round(wall),
-        "tokens_per_s": _round(sum(tokens) / wall) if wall > 0 else None,
-    }
+    return TokenStats(
+        median=_round(statistics.median(tokens)),
+        mean=_round(sum(tokens) / len(tokens)),
+        max=max(tokens),
+        total=sum(tokens),
+        wall_s=_round(wall),
+        tokens_per_s=_round(sum(tokens) / wall) if wall > 0 else None,
+    )

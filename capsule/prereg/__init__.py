@@ -1,1 +1,2 @@
-"""Pre-registration: the plan format (dataclasses, loader, checks, ad-hoc arms), metrics, ledger, sealing."""
+"""Pre-registration: the plan format (dataclasses, loader, checks, control kinds, backend specs, ad-hoc
+arms), metric names, the ledger, sealing."""

@@ -14,17 +14,12 @@ from typing import Any
 
 from capsule.errors import BadInputError
 from capsule.pins import IFEVAL_PROMPTS_N, IFEVAL_PROMPTS_SHA256
+from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.metrics import COMPOSITES, METRICS
 from capsule.prereg.plan import Arm, Control, Plan
 
-# Fields that may differ between the arms of each control kind (name and bookkeeping always may).
+# Fields that may always differ between a control's arms (each kind adds its own: `control_kinds`).
 _BOOKKEEPING = ("name", "description", "max_prompts", "max_wall_minutes")
-_MAY_DIFFER: dict[str, tuple[str, ...]] = {
-    "rerun_identity": (),
-    "batch_size": ("batch_size",),
-    "backend": ("backend", "backend_options", "env"),
-    "seed_vs_batch": ("seed", "batch_size"),
-}
 
 
 def _fail(plan: Plan, where: str, message: str) -> BadInputError:
@@ -60,60 +55,64 @@ def _differences(a: Arm, b: Arm) -> list[str]:
 
 
 def check_control(plan: Plan, control: Control) -> None:
-    """Check one control's arms against its kind (see `capsule.prereg.plan.Control`)."""
+    """Check one control's arms against its kind's row in `capsule.prereg.control_kinds`."""
     where = f"control {control.name!r}"
+    kind = control_kind(control.kind)
     for name in control.arms:
         if name not in {a.name for a in plan.arms}:
             raise _fail(plan, where, f"unknown arm {name!r} (arms: {', '.join(a.name for a in plan.arms)})")
     if len(set(control.arms)) != len(control.arms):
         raise _fail(plan, where, "an arm is listed twice")
     arms = [plan.arm(name) for name in control.arms]
-    counts = {
-        "rerun_identity": (2, 2),
-        "batch_size": (2, 99),
-        "backend": (2, 2),
-        "seed_vs_batch": (4, 99),
-        "scorer_stability": (1, 1),
-        "scorer_sanity": (0, 0),
-    }
-    low, high = counts[control.kind]
+    low, high = kind.arms
     if not low <= len(arms) <= high:
         wanted = f"exactly {low}" if low == high else f"at least {low}"
         raise _fail(plan, where, f"kind {control.kind!r} reads {wanted} arm(s), got {len(arms)}")
-    if control.kind in _MAY_DIFFER:
-        fields = _MAY_DIFFER[control.kind]
-        base = _blank(arms[0], fields)
-        for other in arms[1:]:
-            if _blank(other, fields) != base:
-                diff = ", ".join(_differences(_blank(other, fields), base))
-                allowed = (
-                    f"may vary only {', '.join(fields)}" if fields else "needs arms identical but for names"
-                )
-                raise _fail(
-                    plan,
-                    where,
-                    f"arms {arms[0].name!r} and {other.name!r} differ in {diff}; "
-                    f"a {control.kind} control {allowed}",
-                )
-    if control.kind == "batch_size" and len({a.batch_size for a in arms}) != len(arms):
-        raise _fail(plan, where, "each arm needs a different batch_size")
-    if control.kind == "backend" and arms[0].backend == arms[1].backend:
-        raise _fail(plan, where, "the two arms need different backends")
-    if control.kind == "seed_vs_batch":
-        if any(a.decoding.mode != "sample" for a in arms):
-            raise _fail(plan, where, "seed-vs-batch arms must sample (mode 'sample')")
-        cells = [(a.seed, a.batch_size) for a in arms]
-        seeds, batches = {c[0] for c in cells}, {c[1] for c in cells}
-        if (
-            len(seeds) < 2
-            or len(batches) < 2
-            or sorted(cells) != sorted((s, b) for s in seeds for b in batches)
-        ):
+    if kind.may_differ is not None:
+        _check_same_except(plan, where, control.kind, arms, kind.may_differ)
+    if kind.check is not None:
+        resolve(kind.check)(plan, where, control, arms)
+
+
+def _check_same_except(plan: Plan, where: str, kind: str, arms: list[Arm], fields: tuple[str, ...]) -> None:
+    """The arms are identical but for `fields` and bookkeeping."""
+    base = _blank(arms[0], fields)
+    for other in arms[1:]:
+        if _blank(other, fields) != base:
+            diff = ", ".join(_differences(_blank(other, fields), base))
+            allowed = f"may vary only {', '.join(fields)}" if fields else "needs arms identical but for names"
             raise _fail(
-                plan, where, f"arms must form a full grid of >= 2 seeds x >= 2 batch sizes, got {cells}"
+                plan,
+                where,
+                f"arms {arms[0].name!r} and {other.name!r} differ in {diff}; a {kind} control {allowed}",
             )
-    if control.kind == "scorer_sanity":
-        _check_compliant(plan, where, control.compliant)
+
+
+def check_batch_sizes(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
+    """A batch-size control: every arm at its own batch size."""
+    if len({a.batch_size for a in arms}) != len(arms):
+        raise _fail(plan, where, "each arm needs a different batch_size")
+
+
+def check_backends(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
+    """A backend control: two arms on two backends."""
+    if arms[0].backend == arms[1].backend:
+        raise _fail(plan, where, "the two arms need different backends")
+
+
+def check_seed_grid(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
+    """A seed-vs-batch control: sampling arms forming a full grid of seeds by batch sizes."""
+    if any(a.decoding.mode != "sample" for a in arms):
+        raise _fail(plan, where, "seed-vs-batch arms must sample (mode 'sample')")
+    cells = [(a.seed, a.batch_size) for a in arms]
+    seeds, batches = {c[0] for c in cells}, {c[1] for c in cells}
+    if len(seeds) < 2 or len(batches) < 2 or sorted(cells) != sorted((s, b) for s in seeds for b in batches):
+        raise _fail(plan, where, f"arms must form a full grid of >= 2 seeds x >= 2 batch sizes, got {cells}")
+
+
+def check_compliant(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
+    """A scorer-sanity control: its hand-written compliant answers are readable and well formed."""
+    _check_compliant(plan, where, control.compliant)
 
 
 def _check_compliant(plan: Plan, where: str, relative: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from capsule.errors import BadInputError
 from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
+from capsule.prereg.control_kinds import CONTROL_KINDS, control_kind
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import (
     Claim,
@@ -36,14 +37,6 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 MODEL_SOURCES = ("embedded", "hub", "path")
 LOADERS = tuple(MODEL_LOADERS)
 SUBSET_RULES = ("all", "first", "seeded_sample")
-CONTROL_KINDS = (
-    "rerun_identity",
-    "batch_size",
-    "backend",
-    "seed_vs_batch",
-    "scorer_stability",
-    "scorer_sanity",
-)
 INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
 
 
@@ -118,20 +111,15 @@ def parse_prompts(top: Section) -> PromptSet:
 
 
 def parse_control(s: Section) -> Control:
-    """One [[controls]] table; which keys are allowed depends on its kind."""
-    kind = s.text("kind", CONTROL_KINDS)
-    if kind == "scorer_stability":
-        s.keys(("name", "kind", "arms", "k"), ("description",))
-    elif kind == "scorer_sanity":
-        s.keys(("name", "kind", "compliant"), ("arms", "description"))
-    else:
-        s.keys(("name", "kind", "arms"), ("description",))
+    """One [[controls]] table; its kind's row in `capsule.prereg.control_kinds` says which keys it takes."""
+    kind = control_kind(s.text("kind", CONTROL_KINDS))
+    s.keys(kind.keys, kind.optional)
     return Control(
         name=_name(s),
-        kind=kind,
+        kind=kind.name,
         arms=s.names("arms", default=[]),
-        k=s.integer("k", 2) if kind == "scorer_stability" else 0,
-        compliant=s.text("compliant") if kind == "scorer_sanity" else "",
+        k=s.integer("k", 2) if kind.takes("k") else 0,
+        compliant=s.text("compliant") if kind.takes("compliant") else "",
         description=s.text("description", default=""),
     )
 

@@ -24,3 +24,15 @@ COMPOSITES: dict[str, tuple[str, ...]] = {
 
 #: Every name a plan may put in `metric`.
 ALL_METRICS: tuple[str, ...] = METRICS + tuple(COMPOSITES)
+
+
+def is_prompt_level(metric: str) -> bool:
+    """Whether `metric` is a single binomial proportion over prompts (Wilson / Clopper-Pearson apply)."""
+    return metric in METRICS and metric.startswith("prompt_level_")
+
+
+def interval_kind(metric: str, requested: str) -> str:
+    """The interval a reading of `metric` uses: the plan's `requested` kind for a prompt-level
+    proportion, else the bootstrap (Wilson and Clopper-Pearson assume independent binary trials,
+    which pooled instructions and composites are not). The analysis and the report both ask here."""
+    return requested if is_prompt_level(metric) else "bootstrap"

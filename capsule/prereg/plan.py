@@ -97,9 +97,9 @@ class Arm:
 
 @dataclass(frozen=True)
 class Control:
-    """A control: `kind` is rerun_identity | batch_size | backend | seed_vs_batch | scorer_stability |
-    scorer_sanity. `arms` names the arms it reads; `k` is the unseeded repetitions for scorer_stability;
-    `compliant` is a path (relative to the plan directory) of hand-written compliant answers."""
+    """A control: `kind` names a row of `capsule.prereg.control_kinds.KINDS`. `arms` names the arms it
+    reads; `k` is the unseeded repetitions for scorer_stability; `compliant` is a path (relative to
+    the plan directory) of hand-written compliant answers."""
 
     name: str
     kind: str

@@ -17,10 +17,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from capsule.analysis.schema import Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
-from capsule.report.blocks import BLOCKS, ReportInput, headline_line, render_block
+from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
+from capsule.report.headline import headline_line
+from capsule.report.report_input import ReportInput
 
 __all__ = [
     "BLOCKS",
@@ -83,7 +86,7 @@ def _signature(fingerprint: str | None) -> list[str]:
 
 
 def render_report(
-    analysis: Mapping[str, Any],
+    analysis: Analysis,
     manifest: Mapping[str, Any] | None,
     *,
     plots: Sequence[str] = (),
@@ -92,7 +95,7 @@ def render_report(
     """The RESULTS.md text for one run. `plots`: the run's plot files (`plots/NAME.png`) to show;
     `fingerprint`: the signing key's fingerprint when known before signing."""
     data = ReportInput(analysis, manifest, tuple(plots))
-    plan = analysis.get("plan", {}).get("name", "")
+    plan = analysis.plan.name
     lines = [f"# Results: {plan}" if plan else "# Results", ""]
     sections = [
         ("headline", None),
@@ -110,10 +113,11 @@ def render_report(
 
 
 def load_run(run_dir: Path) -> ReportInput:
-    """Read a run's analysis.json and manifest.json (optional) and list its existing plots."""
+    """Read a run's analysis.json (into `capsule.analysis.schema.Analysis`) and manifest.json
+    (optional) and list its existing plots."""
     path = run_dir / "analysis.json"
     try:
-        analysis = json.loads(path.read_text(encoding="utf-8"))
+        analysis = Analysis.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError as error:
         raise BadInputError(
             f"{path}: no analysis.json; run `capsule reproduce` for this run first"

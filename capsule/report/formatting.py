@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from capsule.analysis.paired_schema import Bounds
+
 DASH = "—"
 
 #: Short column labels for the metrics a plan may read.
@@ -43,11 +45,11 @@ def fmt_share(value: float | None) -> str:
     return DASH if value is None else f"{value:.2f}%"
 
 
-def fmt_interval(interval: Mapping[str, Any] | None) -> str:
+def fmt_interval(interval: Bounds | None) -> str:
     """`[low, high]` in percent, or an em dash."""
-    if not interval:
+    if interval is None:
         return DASH
-    return f"[{fmt_pct(interval.get('low_pct'))}, {fmt_pct(interval.get('high_pct'))}]"
+    return f"[{fmt_pct(interval.low_pct)}, {fmt_pct(interval.high_pct)}]"
 
 
 def fmt_p(value: float | None) -> str:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.prereg.loader import CONTROL_KINDS
+from capsule.prereg.control_kinds import CONTROL_KINDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 

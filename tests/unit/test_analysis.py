@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from test_analysis_support import bad, gen_rows, good, make_arm, make_plan, make_scorer, toy_band, toy_prompts
 
-from capsule.analysis import stats
-from capsule.analysis.derive import build_analysis, interval_kind
+from capsule.analysis.derive import build_analysis
 from capsule.analysis.scorer_controls import stability_runs
 from capsule.atomic import write_json_atomic
+from capsule.prereg.metrics import interval_kind
 from capsule.prereg.plan import Comparison, Control
 
 PROMPTS = toy_prompts(40)
@@ -70,16 +70,16 @@ def test_arm_sections(tmp_path: Path) -> None:
     assert strict["value_pct"] == 75.0 and strict["counts"] == {
         "prompt_level_strict_acc": {"passed": 30, "total": 40}
     }
-    low, high = stats.wilson(30, 40, 0.95)
-    assert strict["intervals"]["wilson"] == {"low_pct": stats.percent(low), "high_pct": stats.percent(high)}
+    # Wilson 30/40 at 95% by hand: centre (p + z²/2n)/(1 + z²/n), half-width z·√(p(1-p)/n + z²/4n²)/(1 + z²/n)
+    assert strict["intervals"]["wilson"] == {"low_pct": 59.81, "high_pct": 85.81}
     assert set(strict["intervals"]) == {"wilson", "clopper_pearson", "bootstrap"}
     assert set(main["metrics"]["card_avg_strict"]["intervals"]) == {"bootstrap"}
     assert main["metrics"]["card_avg_strict"]["counts"]["inst_level_strict_acc"]["total"] == 40 + 13
     assert main["truncation"] == {"truncated": 8, "truncated_pct": 20.0}
     assert main["closure"]["closed"] == 40
-    tokens = [row["n_output_tokens"] for row in _study(tmp_path)[1]["main"]]
-    assert main["tokens"]["max"] == max(tokens) and main["tokens"]["wall_s"] == 20.0  # 10 batches of 2 s
-    assert main["tokens"]["tokens_per_s"] == round(sum(tokens) / 20.0, 2)
+    # 10 + key % 3 output tokens for keys 1..40: 440 in all, at most 12; 10 batches of 2 s
+    assert (main["tokens"]["total"], main["tokens"]["max"], main["tokens"]["wall_s"]) == (440, 12, 20.0)
+    assert main["tokens"]["tokens_per_s"] == 22.0 and main["tokens"]["median"] == 11.0
     sub = analysis["arms"]["sub"]
     assert (sub["n"], sub["n_planned"], sub["partial"]) == (6, 10, True)
 
@@ -88,7 +88,7 @@ def test_comparisons_pair_on_common_keys(tmp_path: Path) -> None:
     analysis = _build(*_study(tmp_path))
     batch = analysis["comparisons"]["batch"]
     assert (batch["n_pairs"], batch["b"], batch["c"]) == (40, 6, 0)
-    assert batch["p_value"] == stats.sig4(stats.mcnemar_exact(6, 0)) and batch["verdict"] == "differ"
+    assert batch["p_value"] == 0.03125 and batch["verdict"] == "differ"  # exact McNemar: 2 · 0.5**6
     partial = analysis["comparisons"]["partial"]
     assert partial["n_pairs"] == 6 and partial["only_in"] == {"main": 34, "sub": 0}
     assert partial["verdict"] == "UNDERPOWERED"  # 6 pairs < min_pairs 10
@@ -105,7 +105,8 @@ def test_headline_readings_and_flips(tmp_path: Path) -> None:
     first = readings[0]
     assert first["verdict"] == analysis["headline"]["verdict"] == "REPRODUCED"
     assert first["interval"]["kind"] == "wilson"
-    assert first["flips_to_reverse"] == stats.flips_binomial(30, 40, 0.75, "wilson", 0.95)
+    # 75% is inside Wilson(30/40); the nearest pass count whose interval excludes it is 24 (upper 73.65)
+    assert first["flips_to_reverse"] == 6
     assert [r["interval"]["kind"] for r in readings[1:]] == ["bootstrap", "bootstrap"]
     for reading in readings[1:]:
         assert reading["flips_to_reverse"] is None or reading["flips_to_reverse"] >= 1
@@ -135,7 +136,13 @@ def test_controls_sections(tmp_path: Path) -> None:
     assert controls["rerun"]["all_identical"] and controls["rerun"]["pairs"][0]["identical"] == 40
     assert controls["batch"]["pairs"][0]["identical"] == 34
     assert controls["batch"]["pairs"][0]["first_divergence"]["n"] == 6
-    assert controls["stability"]["k"] == 3 and controls["sanity"]["passed"]
+    stability = controls["stability"]["metrics"]["prompt_level_strict_acc"]
+    assert stability["seeded_pct"] == 75.0 and len(stability["values_pct"]) == 3
+    # the unseeded coin only ever flips prompts carrying toy:coin (every third key)
+    assert {entry["key"] % 3 for entry in controls["stability"]["unstable_prompts"]} <= {0}
+    assert (
+        controls["sanity"]["passed"] and controls["sanity"]["empty"]["metrics_pct"]["card_avg_strict"] == 0.0
+    )
     assert analysis["failed_controls"] == [] and analysis["skipped_controls"] == []
     assert analysis["headline"]["failed_controls"] is False
 
@@ -177,7 +184,9 @@ def test_stored_stability_runs_are_used(tmp_path: Path) -> None:
         return SCORE(rows, seed)
 
     analysis = _build(plan, generations, scores, score_fn=seeded_only, stability_scores={"stability": runs})
-    assert analysis["controls"]["stability"]["k"] == 3
+    passed = [100.0 * sum(row["strict"]["prompt"] for row in run) / len(run) for run in runs]
+    stored = analysis["controls"]["stability"]["metrics"]["prompt_level_strict_acc"]["values_pct"]
+    assert stored == [round(value, 2) for value in passed]
 
 
 def test_analysis_is_deterministic_json(tmp_path: Path) -> None:
@@ -207,14 +216,14 @@ def test_throughput_per_backend_scope() -> None:
         {"batch_index": b, "elapsed_s": t, "n_output_tokens": 10} for b, t in [(0, 2.0), (0, 2.0), (1, 3.0)]
     ]
     assert wall_seconds(rows, "batch") == 5.0
-    assert token_stats(rows)["tokens_per_s"] == 6.0
+    assert token_stats(rows).tokens_per_s == 6.0
     # arm scope: time since the call started, batches in completion order; a resume restarts the clock
     arm_rows = [
         {"batch_index": b, "elapsed_s": t, "n_output_tokens": 10}
         for b, t in [(0, 1.0), (0, 4.0), (1, 6.0), (2, 7.5), (3, 0.5), (3, 2.5)]
     ]
     assert wall_seconds(arm_rows, "arm") == 7.5 + 2.5
-    assert token_stats([])["tokens_per_s"] is None
+    assert token_stats([]).tokens_per_s is None
     assert timing_scope(make_arm("v", backend="vllm")) == "arm"
     assert timing_scope(make_arm("h", backend="hf")) == "batch"
     assert timing_scope(replace(make_arm("f"), backend_options={"scope": "arm"})) == "arm"

@@ -18,13 +18,17 @@ from test_analysis_support import (
     toy_prompts,
 )
 
-from capsule.analysis.controls import (
-    ControlInputs,
-    rerun_identity,
-    run_generation_control,
-    seed_vs_batch,
-    setting_contrast,
+from capsule.analysis.control_inputs import ControlInputs
+from capsule.analysis.control_schema import (
+    ContrastSection,
+    RerunSection,
+    SeedVsBatchSection,
+    SkippedCheck,
+    SkippedControl,
+    Traced,
 )
+from capsule.analysis.controls import rerun_identity, seed_vs_batch, setting_contrast
+from capsule.analysis.derive import run_control
 from capsule.analysis.divergence import char_codes, first_divergence, identity_contrast
 from capsule.analysis.outcomes import outcomes_from_scores
 from capsule.analysis.scorer_controls import load_compliant, scorer_sanity, scorer_stability, stability_runs
@@ -43,28 +47,31 @@ def test_first_divergence() -> None:
     assert char_codes("ab") == [97, 98]
 
 
+def word_ids(text: str, vocabulary: dict[str, int] | None = None) -> list[int]:
+    """A deterministic word tokenizer: each new word gets the next id (no salted `hash()`)."""
+    vocabulary = {} if vocabulary is None else vocabulary
+    return [vocabulary.setdefault(word, len(vocabulary)) for word in text.split()]
+
+
 def test_identity_contrast_counts_and_units() -> None:
     a = gen_rows("a", PROMPTS, {1: "hello world", 2: "same", 3: "abcdef", 4: "only a"})
     b = gen_rows("b", PROMPTS, {1: "hello there", 2: "same", 3: "abcxyz", 5: "only b"})
     result = identity_contrast(a, b)
-    assert (result["n_common"], result["only_in_a"], result["only_in_b"]) == (3, 1, 1)
-    assert result["identical"] == 1 and result["identical_response"] == 1
-    assert (
-        result["first_divergence"]["indices"] == [3, 6] and result["first_divergence"]["unit"] == "characters"
-    )
-    assert result["first_divergence"]["median"] == 4.5 and result["first_divergence"]["max"] == 6
-    words = identity_contrast(a, b, tokenize=lambda text: [hash(w) % 1000 for w in text.split()])
-    assert words["first_divergence"]["indices"] == [0, 1] and words["first_divergence"]["unit"] == "tokenize"
+    assert (result.n_common, result.only_in_a, result.only_in_b) == (3, 1, 1)
+    assert result.identical == 1 and result.identical_response == 1
+    assert result.first_divergence.indices == [3, 6] and result.first_divergence.unit == "characters"
+    assert result.first_divergence.median == 4.5 and result.first_divergence.max == 6
+    vocabulary: dict[str, int] = {}
+    words = identity_contrast(a, b, tokenize=lambda text: word_ids(text, vocabulary))
+    # "hello world" / "hello there" part at word 1; "abcdef" / "abcxyz" at word 0
+    assert words.first_divergence.indices == [0, 1] and words.first_divergence.unit == "tokenize"
     for row, ids in zip(a[:3], ([5, 6, 7], [1], [9, 9]), strict=True):
         row["output_ids"] = ids
     for row, ids in zip(b[:3], ([5, 6, 8], [1], [9, 9]), strict=True):
         row["output_ids"] = ids
     with_ids = identity_contrast(a, b)
     # key 3: same ids but different text (a decode difference) counts at the end of the ids
-    assert (
-        with_ids["first_divergence"]["indices"] == [2, 2]
-        and with_ids["first_divergence"]["unit"] == "output_ids"
-    )
+    assert with_ids.first_divergence.indices == [2, 2] and with_ids.first_divergence.unit == "output_ids"
 
 
 def _inputs(plan, responses_by_arm: dict[str, dict[int, str]]) -> ControlInputs:
@@ -77,13 +84,15 @@ def test_rerun_identity_and_input_mismatch_failure() -> None:
     plan = make_plan([make_arm("r1"), make_arm("r2")])
     control = Control(name="rerun", kind="rerun_identity", arms=("r1", "r2"))
     same = {k: good(PROMPTS, k) for k in PROMPTS}
-    section, failures = rerun_identity(control, _inputs(plan, {"r1": same, "r2": same}))
-    assert section["all_identical"] and section["pairs"][0]["identical"] == 12 and failures == []
+    section = rerun_identity(control, _inputs(plan, {"r1": same, "r2": same}))
+    assert isinstance(section, RerunSection)
+    assert section.all_identical and section.pairs[0].identical == 12 and section.failures == []
     inputs = _inputs(plan, {"r1": same, "r2": {**same, 4: "changed"}})
-    inputs.generations["r2"][0]["input_ids_sha256"] = "other"
-    section, failures = rerun_identity(control, inputs)
-    assert not section["all_identical"] and section["pairs"][0]["identical"] == 11
-    assert section["pairs"][0]["input_ids_mismatch"] == [1] and "input ids differ" in failures[0]
+    inputs.generations["r2"][0]["input_ids_sha256"] = "other"  # type: ignore[index]
+    section = rerun_identity(control, inputs)
+    assert isinstance(section, RerunSection)
+    assert not section.all_identical and section.pairs[0].identical == 11
+    assert section.pairs[0].input_ids_mismatch == [1] and "input ids differ" in section.failures[0]
 
 
 def test_batch_size_contrast_has_identity_and_paired_test() -> None:
@@ -91,14 +100,16 @@ def test_batch_size_contrast_has_identity_and_paired_test() -> None:
     control = Control(name="batch", kind="batch_size", arms=("b1", "b8"))
     a = {k: good(PROMPTS, k) for k in PROMPTS}
     b = {k: (bad(k) if k <= 6 else good(PROMPTS, k)) for k in PROMPTS}
-    section, failures = setting_contrast(control, _inputs(plan, {"b1": a, "b8": b}))
-    pair = section["pairs"][0]
-    assert failures == [] and pair["identical"] == 6
-    assert pair["settings"]["b1"]["batch_size"] == 1 and pair["settings"]["b8"]["batch_size"] == 8
-    paired = pair["paired"]
-    assert (paired["b"], paired["c"], paired["n_pairs"]) == (6, 0, 12)
-    assert paired["p_value"] == 0.03125 and paired["verdict"] == "differ"
-    assert paired["difference"]["value_pct"] == 50.0
+    section = setting_contrast(control, _inputs(plan, {"b1": a, "b8": b}))
+    assert isinstance(section, ContrastSection)
+    pair = section.pairs[0]
+    assert section.failures == [] and pair.identical == 6
+    assert pair.settings["b1"].batch_size == 1 and pair.settings["b8"].batch_size == 8
+    paired = pair.paired
+    assert (paired.b, paired.c, paired.n_pairs) == (6, 0, 12)
+    # exact McNemar on 6 vs 0: 2 * 0.5**6
+    assert paired.p_value == 0.03125 and paired.verdict == "differ"
+    assert paired.difference is not None and paired.difference.value_pct == 50.0
 
 
 def test_seed_vs_batch_sorts_pairs_by_source() -> None:
@@ -113,22 +124,22 @@ def test_seed_vs_batch_sorts_pairs_by_source() -> None:
     base = {k: good(PROMPTS, k) for k in PROMPTS}
     flip = {k: (bad(k) if k <= 4 else good(PROMPTS, k)) for k in PROMPTS}
     # seed changes the outcome on 4 prompts; batch size changes nothing
-    section, _ = seed_vs_batch(
-        control, _inputs(plan, {"s1b1": base, "s1b8": base, "s2b1": flip, "s2b8": flip})
-    )
-    assert [p["arms"] for p in section["seed_pairs"]] == [["s1b1", "s2b1"], ["s1b8", "s2b8"]]
-    assert [p["arms"] for p in section["batch_pairs"]] == [["s1b1", "s1b8"], ["s2b1", "s2b8"]]
-    assert [p["discordant"] for p in section["seed_pairs"]] == [4, 4]
-    assert section["summary"]["seed"]["mean_discordant_share"] == round(4 / 12, 4)
-    assert section["summary"]["batch"]["mean_discordant_share"] == 0.0
-    assert section["larger"] == "seed"
+    section = seed_vs_batch(control, _inputs(plan, {"s1b1": base, "s1b8": base, "s2b1": flip, "s2b8": flip}))
+    assert isinstance(section, SeedVsBatchSection)
+    assert [p.arms for p in section.seed_pairs] == [["s1b1", "s2b1"], ["s1b8", "s2b8"]]
+    assert [p.arms for p in section.batch_pairs] == [["s1b1", "s1b8"], ["s2b1", "s2b8"]]
+    assert [p.discordant for p in section.seed_pairs] == [4, 4]
+    assert section.summary["seed"].mean_discordant_share == 0.3333  # 4 of 12 prompts
+    assert section.summary["batch"].mean_discordant_share == 0.0
+    assert section.larger == "seed"
 
 
 def test_generation_control_with_a_missing_arm_is_skipped() -> None:
     plan = make_plan([make_arm("r1"), make_arm("r2")])
     control = Control(name="rerun", kind="rerun_identity", arms=("r1", "r2"))
-    section, failures = run_generation_control(control, _inputs(plan, {"r1": {1: "x"}}))
-    assert "r2" in section["skipped"] and failures == []
+    section = run_control(control, _inputs(plan, {"r1": {1: "x"}}))
+    assert isinstance(section, SkippedControl)
+    assert section.skipped == "no generations for arm(s) r2" and section.failures == []
 
 
 def test_scorer_stability_reports_spread_and_responsible_instructions() -> None:
@@ -137,14 +148,16 @@ def test_scorer_stability_reports_spread_and_responsible_instructions() -> None:
     outcomes = {"a": outcomes_from_scores(SCORE(generations["a"], 0))}
     runs = stability_runs(control, generations, make_scorer(PROMPTS, random.Random(3)))
     assert len(runs) == 6
-    section, failures = scorer_stability(control, generations, outcomes, runs, toy_band)
-    assert failures == [] and section["k"] == 6
-    unstable = section["unstable_prompts"]
-    assert unstable and {u["key"] % 3 for u in unstable} == {0}
-    assert all(u["instructions"] == ["toy:coin"] for u in unstable)
-    strict = section["metrics"]["prompt_level_strict_acc"]
-    assert strict["seeded_pct"] == 100.0 and strict["max_pct"] - strict["min_pct"] == strict["spread_pct"] > 0
-    assert section["band"] == {"ambiguous_keys": [3, 6, 9, 12], "width": 0.333333}
+    section = scorer_stability(control, generations, outcomes, runs, toy_band)
+    assert section.failures == [] and section.k == 6
+    unstable = section.unstable_prompts
+    assert unstable and {u.key % 3 for u in unstable} == {0}
+    assert all(u.instructions == ["toy:coin"] for u in unstable)
+    strict = section.metrics["prompt_level_strict_acc"]
+    assert strict.seeded_pct == 100.0 and strict.spread_pct is not None and strict.spread_pct > 0
+    assert strict.min_pct == min(strict.values_pct) and strict.max_pct == max(strict.values_pct)
+    assert strict.spread_pct == round(strict.max_pct - strict.min_pct, 2)
+    assert section.band.data == {"ambiguous_keys": [3, 6, 9, 12], "width": 0.333333}
 
 
 def test_scorer_sanity_passes_and_traces_echo_passes(tmp_path: Path) -> None:
@@ -153,15 +166,16 @@ def test_scorer_sanity_passes_and_traces_echo_passes(tmp_path: Path) -> None:
         "".join(json.dumps({"key": k, "response": good(PROMPTS, k)}) + "\n" for k in (1, 2, 4))
     )
     control = Control(name="sanity", kind="scorer_sanity", arms=(), compliant="compliant.jsonl")
-    section, failures = scorer_sanity(control, tmp_path, {}, SCORE, 0, PROMPTS)
-    assert failures == [] and section["passed"]
-    assert section["empty"]["n"] == 12 and set(section["empty"]["metrics_pct"].values()) == {0.0}
+    section = scorer_sanity(control, tmp_path, {}, SCORE, 0, PROMPTS)
+    assert section.failures == [] and section.passed
+    assert section.empty.n == 12 and set(section.empty.metrics_pct.values()) == {0.0}
     # every echo ("Write about a <word>.") contains its own word: each pass traced to toy:word or the coin
-    passes = section["echo"]["passes"]
-    assert {p["instruction_id"] for p in passes} == {"toy:word", "toy:coin"}
-    assert len([p for p in passes if p["instruction_id"] == "toy:word"]) == 12
-    assert section["compliant"]["metrics_pct"]["prompt_level_strict_acc"] == 100.0
-    assert section["compliant"]["failing"] == []
+    passes = section.echo.passes
+    assert {p.instruction_id for p in passes} == {"toy:word", "toy:coin"}
+    assert len([p for p in passes if p.instruction_id == "toy:word"]) == 12
+    assert not isinstance(section.compliant, SkippedCheck)
+    assert section.compliant.metrics_pct["prompt_level_strict_acc"] == 100.0
+    assert section.compliant.failing == []
 
 
 def test_scorer_sanity_fails_a_broken_scorer(tmp_path: Path) -> None:
@@ -180,14 +194,15 @@ def test_scorer_sanity_fails_a_broken_scorer(tmp_path: Path) -> None:
             for r in rows
         ]
 
-    section, failures = scorer_sanity(control, tmp_path, {}, lenient, 0, PROMPTS)
-    assert not section["passed"]
-    assert any(f.startswith("empty responses: expected 0.0%") for f in failures)
-    assert any("prompt echoes: scored instructions differ" in f for f in failures)
-    section, failures = scorer_sanity(control, tmp_path, {}, SCORE, 0, PROMPTS)
-    assert any(f.startswith("compliant answers") for f in failures)
-    assert section["compliant"]["failing"] == [
-        {"key": 1, "instruction_id": "toy:word", "readings": ["strict", "loose"]}
+    section = scorer_sanity(control, tmp_path, {}, lenient, 0, PROMPTS)
+    assert not section.passed
+    assert any(f.startswith("empty responses: expected 0.0%") for f in section.failures)
+    assert any("prompt echoes: scored instructions differ" in f for f in section.failures)
+    section = scorer_sanity(control, tmp_path, {}, SCORE, 0, PROMPTS)
+    assert any(f.startswith("compliant answers") for f in section.failures)
+    assert not isinstance(section.compliant, SkippedCheck)
+    assert section.compliant.failing == [
+        Traced(key=1, instruction_id="toy:word", readings=["strict", "loose"])
     ]
 
 
@@ -208,10 +223,8 @@ def test_scorer_sanity_with_the_real_scorer(prompts_path: Path, tmp_path: Path) 
 
     prompts = dict(list(load_prompts(prompts_path).items())[:8])
     control = Control(name="sanity", kind="scorer_sanity", arms=())
-    section, failures = scorer_sanity(
+    section = scorer_sanity(
         control, tmp_path, {}, lambda rows, seed: score(rows, seed=seed, prompts=prompts).rows, 0, prompts
     )
-    assert failures == [] and set(section["empty"]["metrics_pct"].values()) == {0.0}
-    assert all(
-        p["instruction_id"] in prompts[p["key"]].instruction_id_list for p in section["echo"]["passes"]
-    )
+    assert section.failures == [] and set(section.empty.metrics_pct.values()) == {0.0}
+    assert all(p.instruction_id in prompts[p.key].instruction_id_list for p in section.echo.passes)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from capsule.errors import BadInputError
-from capsule.prereg.loader import CONTROL_KINDS, load_plan
+from capsule.prereg.control_kinds import CONTROL_KINDS
+from capsule.prereg.loader import load_plan
 from capsule.prereg.metrics import ALL_METRICS, COMPOSITES, METRICS
 
 PLANS = ("smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b")

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_report_support import make_run
 
+from capsule.analysis.schema import Analysis
 from capsule.report.document import PLOT_CAPTIONS, write_report
 from capsule.report.plots import PLOTS, render_plots, write_plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _analysis(run: Path) -> Analysis:
+    return Analysis.from_json(json.loads((run / "analysis.json").read_text()))
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +27,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def rendered(run: Path) -> dict[str, bytes]:
-    return render_plots(json.loads((run / "analysis.json").read_text()), run)
+    return render_plots(_analysis(run), run)
 
 
 def test_every_plot_is_a_png_without_a_version_stamp(rendered: dict[str, bytes]) -> None:
@@ -32,20 +38,19 @@ def test_every_plot_is_a_png_without_a_version_stamp(rendered: dict[str, bytes])
 
 
 def test_rendering_twice_gives_identical_bytes(run: Path, rendered: dict[str, bytes]) -> None:
-    again = render_plots(json.loads((run / "analysis.json").read_text()), run)
+    again = render_plots(_analysis(run), run)
     assert again == rendered
 
 
 def test_plots_without_data_are_skipped_and_stale_files_removed(tmp_path: Path) -> None:
     run = make_run(tmp_path, comparisons=False)
-    analysis = json.loads((run / "analysis.json").read_text())
+    analysis = _analysis(run)
     stale = run / "plots" / "discordance.png"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"old")
-    for arm in analysis["arms"]:  # no generations: no length plot
+    for arm in analysis.arms:  # no generations: no length plot
         (run / "generations" / f"{arm}.jsonl").unlink()
-    analysis["controls"] = {}
-    written = write_plots(run, analysis)
+    written = write_plots(run, replace(analysis, controls={}))
     assert [p.name for p in written] == ["arms.png"]
     assert not stale.exists()
 

@@ -1,0 +1,19 @@
+"""What every report block renders from: one run's analysis, manifest and plots."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from capsule.analysis.schema import Analysis
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """The run's analysis (`capsule.analysis.schema.Analysis`), its manifest dict (or None) and the
+    plots that exist for the run (file names relative to the run directory)."""
+
+    analysis: Analysis
+    manifest: Mapping[str, Any] | None = None
+    plots: tuple[str, ...] = field(default_factory=tuple)

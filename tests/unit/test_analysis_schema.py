@@ -1,0 +1,62 @@
+"""The analysis.json schema: the committed reference run reads into `Analysis` and writes back
+byte for byte; keys that do not fit the schema are refused by name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from capsule.analysis.control_schema import (
+    ContrastSection,
+    RerunSection,
+    SanitySection,
+    SeedVsBatchSection,
+    StabilitySection,
+)
+from capsule.analysis.schema import Analysis
+from capsule.atomic import write_json_atomic
+from capsule.errors import BadInputError
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = sorted(REPO.glob("results/*/*/analysis.json"))
+
+
+@pytest.mark.parametrize("path", REFERENCE, ids=[str(p.relative_to(REPO)) for p in REFERENCE])
+def test_reference_analysis_round_trips_byte_for_byte(path: Path, tmp_path: Path) -> None:
+    analysis = Analysis.from_json(json.loads(path.read_text(encoding="utf-8")))
+    write_json_atomic(tmp_path / "analysis.json", analysis.to_json())
+    assert (tmp_path / "analysis.json").read_bytes() == path.read_bytes()
+
+
+def test_reference_analysis_reads_into_types() -> None:
+    analysis = Analysis.from_json(json.loads(REFERENCE[0].read_text(encoding="utf-8")))
+    kinds = {name: type(section) for name, section in analysis.controls.items()}
+    assert kinds == {
+        "backend": ContrastSection,
+        "batch": ContrastSection,
+        "rerun": RerunSection,
+        "scorer-sanity": SanitySection,
+        "scorer-stability": StabilitySection,
+        "seed-vs-batch": SeedVsBatchSection,
+    }
+    primary = analysis.arms["primary"]
+    strict = primary.metrics["prompt_level_strict_acc"]
+    assert (strict.counts["prompt_level_strict_acc"].passed, primary.n) == (99, 541)
+    # the verdict rule asks for the bootstrap; the composite has no other interval
+    card = primary.metrics["card_avg_strict"]
+    assert card.interval("card_avg_strict", "wilson") == card.intervals["bootstrap"]
+    assert strict.interval("prompt_level_strict_acc", "wilson") == strict.intervals["wilson"]
+    assert analysis.headline.readings[0].verdict == analysis.headline.verdict == "NOT REPRODUCED"
+
+
+def test_keys_outside_the_schema_are_refused_by_name() -> None:
+    data = json.loads(REFERENCE[0].read_text(encoding="utf-8"))
+    data["arms"]["primary"]["tokens"]["extra"] = 1
+    with pytest.raises(BadInputError, match=r"analysis.json.arms.primary.tokens: unknown key\(s\) extra"):
+        Analysis.from_json(data)
+    del data["arms"]["primary"]["tokens"]["extra"]
+    del data["headline"]["readings"][0]["verdict"]
+    with pytest.raises(BadInputError, match=r"readings\[0\]: missing key\(s\) verdict"):
+        Analysis.from_json(data)
