@@ -24,11 +24,12 @@ def _points(value: float) -> str:
 def score(generations: Path, output: Path | None, seed: int, unseeded: bool, band: bool,
           prompts_path: Path | None) -> None:
     """Score GENERATIONS (JSONL rows with `key` and `response`) with the four IFEval metrics."""
+    from capsule.pipeline.stage_score import write_score_rows
     from ifeval_scorer.scores import METRICS
     from ifeval_scorer.scoring import score_file
 
     scores, written = score_file(generations, output, seed=None if unseeded else seed,
-                                 prompts_path=prompts_path)
+                                 prompts_path=prompts_path, write=write_score_rows)
     tallies = scores.tallies
     click.echo(f"scored {len(scores.prompts)} responses (seed {scores.seed}) -> {written}")
     for name in METRICS:

@@ -22,6 +22,7 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
 from capsule.prereg.plan import Arm
+from capsule.run_dir import RunDir
 
 META_VERSION = 1
 # Arm fields that do not change rows: caps may be raised to continue a partial arm.
@@ -64,11 +65,11 @@ class ArmStore:
 
     @property
     def rows_path(self) -> Path:
-        return self.out_dir / "generations" / f"{self.arm_name}.jsonl"
+        return RunDir(self.out_dir).generations(self.arm_name)
 
     @property
     def meta_path(self) -> Path:
-        return self.out_dir / "generations" / f"{self.arm_name}.meta.json"
+        return RunDir(self.out_dir).generations_meta(self.arm_name)
 
     def check_writable(self) -> None:
         """Create the directory and prove a file can be written there (BadInputError otherwise)."""

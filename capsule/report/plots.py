@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from capsule.atomic import read_jsonl_complete, write_bytes_atomic
 from capsule.report.controls import divergence_text
 from capsule.report.formatting import fmt_interval, fmt_num, fmt_p, fmt_pct
+from capsule.run_dir import RunDir
 
 if TYPE_CHECKING:  # matplotlib is imported inside functions, so `import capsule.report.plots` stays light
     from matplotlib.figure import Figure
@@ -178,7 +179,7 @@ def discordance_figure(analysis: Section) -> Figure | None:
 
 
 def _generation_lengths(run_dir: Path, arm: str) -> list[int]:
-    rows = read_jsonl_complete(run_dir / "generations" / f"{arm}.jsonl")
+    rows = read_jsonl_complete(RunDir(run_dir).generations(arm))
     return [int(row.get("n_output_tokens", 0)) for row in rows]
 
 
@@ -387,10 +388,9 @@ def render_plots(analysis: Section, run_dir: Path) -> dict[str, bytes]:
 def write_plots(run_dir: Path, analysis: Section) -> list[Path]:
     """Write `run_dir/plots/*.png` and remove stale ones of the same names; return the paths written."""
     rendered = render_plots(analysis, run_dir)
-    plot_dir = run_dir / "plots"
     written = []
     for name in PLOTS:
-        path = plot_dir / name
+        path = RunDir(run_dir).plot(name)
         if name in rendered:
             write_bytes_atomic(path, rendered[name])
             written.append(path)
