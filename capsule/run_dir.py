@@ -16,6 +16,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     analysis.json                the sealed rules applied (analysis.schema)
     RESULTS.md, plots/<n>.png    the report
     bundle.json, bundle.dsse.json  the digest of every file above and its signature
+    bundle.pub.pem               the signing key's public half, so a bundle verifies offline
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ RESULTS = "RESULTS.md"
 PLOTS = "plots"
 BUNDLE = "bundle.json"
 ENVELOPE = "bundle.dsse.json"
+PUBLIC_KEY = "bundle.pub.pem"
 ROWS_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
 
@@ -132,6 +134,11 @@ class RunDir:
     def envelope(self) -> Path:
         """bundle.dsse.json: the DSSE signature over the bundle's statement."""
         return self.path / ENVELOPE
+
+    @property
+    def public_key(self) -> Path:
+        """bundle.pub.pem: the public key the bundle was signed with."""
+        return self.path / PUBLIC_KEY
 
     @property
     def is_bundled(self) -> bool:

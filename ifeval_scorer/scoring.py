@@ -7,7 +7,7 @@ the scorer never fetches anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +56,13 @@ def score_file(
     *,
     seed: int | None = 0,
     prompts: PromptSource,
+    write: Callable[[Path, list[dict[str, Any]]], None] | None = None,
 ) -> tuple[Scores, Path]:
     """Score a generations JSONL file and write the scores JSONL (atomically); return both.
 
     Every row is validated first: a bad row raises `ScorerInputError` naming the file, line and key,
-    and the output path is left untouched.
+    and the output path is left untouched. `write(path, rows)` writes the rows (`capsule score` passes
+    the run's own score writer, so both give the same bytes); by default one JSON object a line.
     """
     target = output if output is not None else default_output(generations)
     if target.resolve() == generations.resolve():
@@ -69,6 +71,9 @@ def score_file(
         )
     table = prompt_table(prompts)
     scores = score_responses(read_generations(generations, table), table, seed=seed)
+    if write is not None:
+        write(target, scores.rows)
+        return scores, target
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in scores.rows)
     write_text_atomic(target, lines)
     return scores, target

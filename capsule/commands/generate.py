@@ -22,13 +22,10 @@ import click
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import ArmResult, generate_arm
-from capsule.generation.backends.fake import FakeChatTokenizer
+from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer
 from capsule.generation.targets import Target, adhoc_target, sealed_target
 from capsule.hashing import sha256_file
-from capsule.machine.diff import diff_manifests
-from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
-from capsule.pipeline.opening import open_run_dir
-from capsule.pipeline.reproduce import DRY_RUN_MODEL
+from capsule.pipeline.opening import open_run_dir, start_manifest
 from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
 from capsule.run_dir import RunDir
 
@@ -45,22 +42,6 @@ def _keep_adhoc_record(run: RunDir, target: Target) -> None:
         )
 
 
-def _manifest(run: RunDir, model_dir: Path | None, prompts_path: Path) -> str:
-    """manifest.json at the run's start; on resume refuse a machine whose numerics differ."""
-    current = build_manifest(model_dir=model_dir, prompts_path=prompts_path)
-    if not run.manifest.exists():
-        return write_manifest(run.manifest, current)
-    recorded = load_manifest(run.manifest)
-    differences = diff_manifests(recorded, current).in_category("numerics")
-    if differences:
-        listed = "; ".join(f"{d.path}: {d.a} -> {d.b}" for d in differences[:4])
-        raise BadInputError(
-            f"{run.path}: started on a machine whose numerics differ from this one ({listed}); "
-            "finish it there, or choose another --out"
-        )
-    return manifest_digest(recorded)
-
-
 def generate_target(target: Target, out_dir: Path | None, progress: bool) -> ArmResult:
     """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm."""
     run = open_run_dir(
@@ -72,7 +53,10 @@ def generate_target(target: Target, out_dir: Path | None, progress: bool) -> Arm
     )
     click.echo(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}", err=True)
     _keep_adhoc_record(run.dir, target)
-    digest = _manifest(run.dir, target.model_dir, target.prompts_path)
+    digest = start_manifest(
+        run, target.model_dir, target.prompts_path, lambda line: click.echo(line, err=True),
+        "choose another --out",
+    )
     return generate_arm(
         target.arm,
         prompts=target.prompts,

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from capsule.prereg.ledger import DEFAULT_LEDGER
+from capsule.run_dir import RunDir
 
 
 @click.command()
@@ -62,14 +63,15 @@ def report(
     from capsule.report.document import changed_outputs, check_report, render_outputs, write_report
     from capsule.report.numbers import update_file
 
+    run = RunDir(run_dir)
     if sum((check, bool(update_files), resign)) > 1:
         raise BadInputError("--check, --update and --resign do different things; run them one at a time")
     if resign:
         from capsule.pipeline.resign import resign_run
 
-        if not (run_dir / "bundle.json").exists():
+        if not run.is_bundled:
             raise BadInputError(
-                f"{run_dir}: not signed (no bundle.json); `capsule report {run_dir}` writes it"
+                f"{run_dir}: not signed (no {run.bundle.name}); `capsule report {run_dir}` writes it"
             )
         result = resign_run(run_dir, ledger_path=ledger_path, signing_key=signing_key)
         if result.bundle is None:
@@ -88,24 +90,24 @@ def report(
         if diff:
             click.echo("\n".join(diff[:60]))
             raise VerificationError(
-                f"{run_dir / 'RESULTS.md'}: differs from what {run_dir}/analysis.json renders"
+                f"{run.results}: differs from what {run.analysis} renders"
             )
-        click.echo(f"{run_dir / 'RESULTS.md'}: identical to a fresh rendering")
+        click.echo(f"{run.results}: identical to a fresh rendering")
         return
     if update_files:
         for path in update_files:
             click.echo(f"{path}: {update_file(path, run_dir)} region(s) rewritten from {run_dir}")
         return
-    if (run_dir / "bundle.json").exists():
+    if run.is_bundled:
         changed = changed_outputs(
             run_dir, render_outputs(run_dir, fingerprint=fingerprint, plots=not no_plots)
         )
         if changed:
             raise BadInputError(
-                f"{run_dir} is signed (bundle.json) and rewriting would change {', '.join(changed)}; "
+                f"{run_dir} is signed ({run.bundle.name}) and rewriting would change {', '.join(changed)}; "
                 f"see the difference with `capsule report {run_dir} --check`"
             )
         click.echo(f"{run_dir}: signed, and its report is already up to date")
         return
     path = write_report(run_dir, fingerprint=fingerprint, plots=not no_plots)
-    click.echo(f"wrote {path}" + ("" if no_plots else f" and {run_dir / 'plots'}/"))
+    click.echo(f"wrote {path}" + ("" if no_plots else f" and {run.plots_dir}/"))

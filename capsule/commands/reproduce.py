@@ -77,12 +77,9 @@ def reproduce(
     no_progress: bool,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
-    from capsule.artifacts.cache import use_cache_for_scorer
     from capsule.pipeline.reproduce import ReproduceOptions
     from capsule.pipeline.reproduce import reproduce as run_plan
     from capsule.report.document import headline_line
-
-    use_cache_for_scorer()
 
     if results_root is None:
         results_root = DRY_RUN_ROOT if dry_run else RESULTS_ROOT

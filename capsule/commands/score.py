@@ -26,6 +26,7 @@ def score(generations: Path, output: Path | None, seed: int, unseeded: bool, ban
     """Score GENERATIONS (JSONL rows with `key` and `response`) with the four IFEval metrics."""
     from capsule.artifacts.cache import use_cache_for_scorer
     from capsule.artifacts.pinned_prompts import fetch_prompts
+    from capsule.pipeline.stage_score import write_score_rows
     from ifeval_scorer import load_prompts
     from ifeval_scorer.band import band_of
     from ifeval_scorer.inputs import read_generations
@@ -34,7 +35,8 @@ def score(generations: Path, output: Path | None, seed: int, unseeded: bool, ban
 
     use_cache_for_scorer()
     prompts = load_prompts(fetch_prompts(prompts_path).path)
-    scores, written = score_file(generations, output, seed=None if unseeded else seed, prompts=prompts)
+    scores, written = score_file(generations, output, seed=None if unseeded else seed, prompts=prompts,
+                                 write=write_score_rows)
     letters = band_of(read_generations(generations, prompts), prompts, seed=seed) if band else None
     for line in summary_lines(scores, written, letters):
         click.echo(line)

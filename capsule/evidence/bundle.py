@@ -26,14 +26,12 @@ from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.signing import SigningKey, fingerprint_of, public_key_pem, sign_payload
 from capsule.hashing import canonical_json, sha256_bytes, sha256_file
+from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY, RunDir
 
 if TYPE_CHECKING:
     from capsule.prereg.ledger import Ledger
 
-BUNDLE_JSON = "bundle.json"
-ENVELOPE_JSON = "bundle.dsse.json"
-PUBLIC_KEY_PEM = "bundle.pub.pem"
-BUNDLE_OUTPUTS = frozenset({BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM})  # top level of the run dir only
+BUNDLE_OUTPUTS = frozenset({BUNDLE, ENVELOPE, PUBLIC_KEY})  # top level of the run dir only
 BUNDLE_SCHEMA = "capsule.bundle/1"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:capsule:run-bundle:v1"
@@ -144,11 +142,11 @@ def make_bundle(
 
     Writes bundle.json, bundle.pub.pem and bundle.dsse.json (last, atomically), then appends a
     `bundle` entry (envelope digest, run id, key fingerprint) to `ledger` when one is given. The
-    ledger is re-read first: a run takes hours, and other plans may have been sealed meanwhile.
+    ledger is re-read first if its file grew: a run takes hours, and other plans may have been sealed.
     """
     if ledger is not None:
-        ledger = type(ledger).load(ledger.path, ledger.root)
-        entry_path = ledger.relative(run_dir / ENVELOPE_JSON)  # outside the repository: fail before writing
+        ledger = ledger.current()
+        entry_path = ledger.relative(RunDir(run_dir).envelope)  # outside the repository: fail before writing
     if not run_dir.is_dir():
         raise BadInputError(f"run directory {run_dir} does not exist")
     try:
@@ -162,18 +160,19 @@ def make_bundle(
         "plan": {"path": plan_path, "sha256": plan_sha256},
         "manifest_digest": manifest_digest,
         "ledger_heads": {"at_start": ledger_head_at_start, "at_bundle": ledger.head() if ledger else None},
-        "key": {"fingerprint": fingerprint, "keytype": "ed25519", "public_key_file": PUBLIC_KEY_PEM},
+        "key": {"fingerprint": fingerprint, "keytype": "ed25519", "public_key_file": PUBLIC_KEY},
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "files": [record.to_dict() for record in files],
     }
-    bundle_path = run_dir / BUNDLE_JSON
+    run = RunDir(run_dir)
+    bundle_path = run.bundle
     write_json_atomic(bundle_path, bundle)
     bundle_sha256 = sha256_file(bundle_path)
-    public_path = run_dir / PUBLIC_KEY_PEM
+    public_path = run.public_key
     write_bytes_atomic(public_path, public_key_pem(key.public_key))
     envelope = sign_payload(canonical_json(build_statement(bundle, bundle_sha256)), key)
     envelope_bytes = (canonical_json(envelope).decode("utf-8") + "\n").encode("utf-8")
-    envelope_path = run_dir / ENVELOPE_JSON
+    envelope_path = run.envelope
     write_bytes_atomic(envelope_path, envelope_bytes)
     envelope_sha256 = sha256_bytes(envelope_bytes)
     entry = None

@@ -18,11 +18,8 @@ from typing import Any
 
 from capsule.errors import CapsuleError, VerificationError
 from capsule.evidence.bundle import (
-    BUNDLE_JSON,
     BUNDLE_SCHEMA,
-    ENVELOPE_JSON,
     PREDICATE_TYPE,
-    PUBLIC_KEY_PEM,
     STATEMENT_TYPE,
     build_statement,
     check_member_path,
@@ -30,8 +27,8 @@ from capsule.evidence.bundle import (
 )
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
 from capsule.hashing import sha256_bytes, sha256_file
-
-_PLAN_KINDS = ("seal", "amend", "redact")
+from capsule.prereg.chain import FILE_KINDS
+from capsule.run_dir import BUNDLE, ENVELOPE, PLAN_COPY, PUBLIC_KEY, RunDir
 
 
 @dataclass(frozen=True)
@@ -78,8 +75,8 @@ def _field(mapping: Any, key: str, kind: type | tuple[type, ...], where: str) ->
 
 def _read_index(run_dir: Path) -> tuple[bytes, dict[str, Any]]:
     """Parse bundle.json and check its shape and every listed path, reading no listed file."""
-    where = str(run_dir / BUNDLE_JSON)
-    data, bundle = _read_json(run_dir / BUNDLE_JSON, BUNDLE_JSON)
+    where = str(RunDir(run_dir).bundle)
+    data, bundle = _read_json(RunDir(run_dir).bundle, BUNDLE)
     if _field(bundle, "schema", str, where) != BUNDLE_SCHEMA:
         raise VerificationError(f"{where}: schema {bundle['schema']!r}, expected {BUNDLE_SCHEMA!r}")
     for key, kind in (("run_id", str), ("plan", dict), ("manifest_digest", str), ("ledger_heads", dict),
@@ -106,7 +103,7 @@ def _read_index(run_dir: Path) -> tuple[bytes, dict[str, Any]]:
 def _choose_key(run_dir: Path, pubkey: Path | None) -> tuple[Any, str]:
     if pubkey is not None:
         return read_public_key(pubkey), f"given key {pubkey}"
-    return read_public_key(run_dir / PUBLIC_KEY_PEM), f"included key {PUBLIC_KEY_PEM}"
+    return read_public_key(RunDir(run_dir).public_key), f"included key {PUBLIC_KEY}"
 
 
 def _check_statement(statement: Any, bundle: dict[str, Any], bundle_bytes: bytes, where: str) -> None:
@@ -121,14 +118,14 @@ def _check_statement(statement: Any, bundle: dict[str, Any], bundle_bytes: bytes
     signed_digest = predicate.get("bundle_json_sha256") if isinstance(predicate, dict) else None
     actual = sha256_bytes(bundle_bytes)
     if signed_digest != actual:
-        raise VerificationError(f"{BUNDLE_JSON}: sha256 {actual}, the signed statement pins {signed_digest}")
+        raise VerificationError(f"{BUNDLE}: sha256 {actual}, the signed statement pins {signed_digest}")
     if statement != build_statement(bundle, actual):
-        raise VerificationError(f"{where}: signed statement disagrees with {BUNDLE_JSON}")
+        raise VerificationError(f"{where}: signed statement disagrees with {BUNDLE}")
 
 
 def _check_included_key(run_dir: Path, key: Any, signed_fingerprint: str) -> None:
     """bundle.pub.pem must be the signing key, byte for byte in canonical PEM."""
-    path = run_dir / PUBLIC_KEY_PEM
+    path = RunDir(run_dir).public_key
     included = read_public_key(path)
     fingerprint, included_fingerprint = fingerprint_of(key), fingerprint_of(included)
     if fingerprint != signed_fingerprint:
@@ -185,7 +182,7 @@ def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelo
     start = position[head]
     plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
     for_plan = [i for i, entry in enumerate(entries)
-                if entry.get("kind") in _PLAN_KINDS and entry.get("path") == plan_path]
+                if entry.get("kind") in FILE_KINDS and entry.get("path") == plan_path]
     before = [i for i in for_plan if i <= start]
     if not before:
         later = f"; it was sealed at entry {entries[for_plan[0]].get('seq')}" if for_plan else ""
@@ -211,7 +208,7 @@ def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelo
     if not matching:
         recorded = ", ".join(str(entry.get("sha256")) for entry in for_run) or "no bundle entry"
         raise VerificationError(
-            f"ledger {ledger_path}: run {run_id}: {ENVELOPE_JSON} has sha256 {envelope_sha256}; "
+            f"ledger {ledger_path}: run {run_id}: {ENVELOPE} has sha256 {envelope_sha256}; "
             f"ledger has {recorded}"
         )
     bundle_entry = matching[-1]
@@ -234,8 +231,8 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> Veri
     on_disk = list_run_files(run_dir)  # rejects symlinks and odd files before anything is read
     bundle_bytes, bundle = _read_index(run_dir)
     key, key_source = _choose_key(run_dir, pubkey)
-    envelope_bytes, envelope = _read_json(run_dir / ENVELOPE_JSON, ENVELOPE_JSON)
-    where = str(run_dir / ENVELOPE_JSON)
+    envelope_bytes, envelope = _read_json(RunDir(run_dir).envelope, ENVELOPE)
+    where = str(RunDir(run_dir).envelope)
     payload = verify_envelope(envelope, key, where)
     try:
         statement = json.loads(payload.decode("utf-8"))
@@ -246,10 +243,10 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> Veri
     _check_included_key(run_dir, key, bundle["key"]["fingerprint"])
     listed = bundle["files"]
     _check_files(run_dir, on_disk, listed)
-    plan_item = next((item for item in listed if item["path"] == "plan.toml"), None)
+    plan_item = next((item for item in listed if item["path"] == PLAN_COPY), None)
     if plan_item is not None and plan_item["sha256"] != bundle["plan"]["sha256"]:
         raise VerificationError(
-            f"plan.toml: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
+            f"{PLAN_COPY}: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
         )
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)

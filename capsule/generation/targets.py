@@ -19,6 +19,7 @@ from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import subset_keys
 from capsule.generation.backends import check_backend
+from capsule.generation.backends.fake import dry_run_arm
 from capsule.hashing import sha256_file
 from capsule.prereg.adhoc import (
     ADHOC_PLAN_PATH,
@@ -70,7 +71,7 @@ def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_ru
     prompts = load_prompts(prompts_path)
     keys = subset_keys(plan.prompts.subsets[arm.subset], prompts)
     if dry_run:  # the same dry run as `capsule reproduce --dry-run`, so either continues the other
-        arm = dataclasses.replace(arm, backend="fake", backend_options={}, env={})
+        arm = dry_run_arm(arm)
     directory = None if dry_run else resolve_model_dir(plan.model, model_dir)
     root = (DRY_RUN_ROOT if dry_run else RESULTS_ROOT) / plan.name
     return Target(

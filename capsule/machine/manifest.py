@@ -28,9 +28,9 @@ from capsule.machine.host import probe_host
 from capsule.machine.numerics import probe_numerics
 from capsule.machine.software import probe_software, scorer_fingerprint
 from capsule.pins import IFEVAL_PROMPTS_SHA256
+from capsule.run_dir import RunDir
 
 SCHEMA_VERSION = 1
-MANIFEST_FILE = "manifest.json"
 # In a checkout (editable install) the schema sits beside the package; in the image, whose capsule is
 # installed into site-packages, the study directory (the working directory) carries manifests/.
 _SCHEMA_HOMES = (Path(__file__).resolve().parents[2], Path.cwd())
@@ -38,7 +38,6 @@ _SCHEMA_CANDIDATES = [home / "manifests" / "schema.json" for home in _SCHEMA_HOM
 SCHEMA_PATH = next((path for path in _SCHEMA_CANDIDATES if path.is_file()), _SCHEMA_CANDIDATES[0])
 
 __all__ = [
-    "MANIFEST_FILE",
     "SCHEMA_VERSION",
     "Diff",
     "Difference",
@@ -137,7 +136,7 @@ def manifest_digest(manifest: Mapping[str, Any]) -> str:
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> str:
     """Validate, then atomically write `manifest` (a run dir gets `manifest.json`); return its digest."""
     validate_manifest(manifest, where=str(path))
-    target = path / MANIFEST_FILE if path.is_dir() else path
+    target = RunDir(path).manifest if path.is_dir() else path
     write_json_atomic(target, manifest)
     return manifest_digest(manifest)
 
@@ -184,7 +183,7 @@ def load_manifest(path_or_run_dir: Path) -> dict[str, Any]:
     """Read and validate a manifest file, or the `manifest.json` of a run directory."""
     path = Path(path_or_run_dir)
     if path.is_dir():
-        path = path / MANIFEST_FILE
+        path = RunDir(path).manifest
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as error:

@@ -2,21 +2,26 @@
 
 `run.json` fixes the run's identity when it starts (plan path and sha256, the ledger head, the start
 time); a run directory made from other plan bytes is never reused, so results of two plans can never
-mix. A run that has been bundled is finished: a later reproduce starts a new one.
+mix. A run that has been bundled is finished: a later reproduce starts a new one. What else a run
+holds from its start, the sealed plan's copy and the machine's manifest, is written here too.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from capsule import __version__
-from capsule.atomic import write_json_atomic
-from capsule.errors import BadInputError
+from capsule.atomic import write_bytes_atomic, write_json_atomic
+from capsule.errors import BadInputError, VerificationError
+from capsule.hashing import sha256_file
 from capsule.run_dir import RunDir
+
+Say = Callable[[str], None]  # where the pipeline tells the user what it is doing (one line each)
 
 
 @dataclass(frozen=True)
@@ -123,3 +128,49 @@ def open_run_dir(
     }
     write_json_atomic(RunDir(path).record, record)
     return OpenRun(RunDir(path), record, resumed=False)
+
+
+def run_plan_path(run_dir: Path, root: Path) -> Path:
+    """The sealed plan a run was made from, as its run.json records it (relative to the repo root)."""
+    return root / read_run_record(run_dir)["plan_path"]
+
+
+def copy_plan(run: OpenRun, plan_bytes: bytes, seal: Mapping[str, Any]) -> None:
+    """Put the sealed plan's bytes and its ledger entry into the run directory once; on resume,
+    refuse a copy that differs from the seal (the run directory was edited)."""
+    copy = run.dir.plan
+    if copy.exists():
+        if sha256_file(copy) != seal["sha256"]:
+            raise VerificationError(f"{copy}: differs from the sealed plan; the run directory was edited")
+        return
+    write_bytes_atomic(copy, plan_bytes)
+    write_json_atomic(run.dir.plan_seal, dict(seal))
+
+
+def start_manifest(
+    run: OpenRun,
+    model_dir: Path | None,
+    prompts_path: Path,
+    say: Say,
+    new_run_hint: str = "start a new run with --fresh",
+) -> str:
+    """Write the run's manifest.json at its first start and return its digest; on resume, refuse a
+    machine whose numerics-relevant fingerprint differs from the recorded one (BadInputError; its
+    message ends with `new_run_hint`, the calling command's way to start afresh)."""
+    from capsule.machine.diff import diff_manifests
+    from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
+
+    path = run.dir.manifest
+    current = build_manifest(model_dir=model_dir, prompts_path=prompts_path)
+    if not path.exists():
+        return write_manifest(path, current)
+    recorded = load_manifest(path)
+    differences = diff_manifests(recorded, current).in_category("numerics")
+    if differences:
+        listed = "; ".join(f"{d.path}: {d.a} -> {d.b}" for d in differences[:4])
+        raise BadInputError(
+            f"{run.path}: started on a machine whose numerics differ from this one ({listed}); "
+            f"finish it there, or {new_run_hint}"
+        )
+    say("resuming on the same machine fingerprint (numerics-relevant fields equal)")
+    return manifest_digest(recorded)

@@ -19,11 +19,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from capsule.evidence.bundle import BUNDLE_JSON, BundleResult, make_bundle
+from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.evidence.verify import verify_run
 from capsule.prereg.ledger import Ledger
-from capsule.report.document import changed_outputs, render_outputs, write_report
+from capsule.report.document import changed_outputs, render_outputs, write_outputs
+from capsule.run_dir import RunDir
 
 
 @dataclass(frozen=True)
@@ -43,17 +44,18 @@ def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = N
     verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
     signer, key_line = load_signing_key(signing_key)
     fingerprint = fingerprint_of(signer.public_key)
-    changed = changed_outputs(run_dir, render_outputs(run_dir, fingerprint=fingerprint))
+    rendered = render_outputs(run_dir, fingerprint=fingerprint)  # rendered once: compared, then written
+    changed = changed_outputs(run_dir, rendered)
     if not changed:
         return ResignResult([], None, key_line)
-    write_report(run_dir, fingerprint=fingerprint)
+    write_outputs(run_dir, rendered)
     return ResignResult(changed, sign_again(run_dir, key=signer, ledger=Ledger.load(ledger_path)), key_line)
 
 
 def sign_again(run_dir: Path, *, key: SigningKey, ledger: Ledger | None) -> BundleResult:
     """Sign `run_dir` anew with the facts of its current bundle.json (run id, plan, manifest digest,
     ledger head at the start), which must not change between signatures of the same run."""
-    old = json.loads((run_dir / BUNDLE_JSON).read_text(encoding="utf-8"))
+    old = json.loads(RunDir(run_dir).bundle.read_text(encoding="utf-8"))
     return make_bundle(
         run_dir,
         run_id=old["run_id"],

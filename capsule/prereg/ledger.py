@@ -8,7 +8,8 @@ Because each line must be byte-identical to its canonical form, any changed, del
 duplicated line breaks the chain at the first entry it touches; `verify` names that entry.
 
 Paths are relative to the repository root, which is the ledger's grandparent (`<root>/prereg/`).
-Every check below is an explicit `if ...: raise VerificationError`, never `assert`.
+This module owns the file and its queries (load, append, is this plan sealed?); the chain's rules
+(what a valid entry and sequence are) live in `capsule.prereg.chain`.
 """
 
 from __future__ import annotations
@@ -16,46 +17,41 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
-from capsule.hashing import canonical_json, sha256_bytes, sha256_file
+from capsule.hashing import canonical_json, sha256_file
+from capsule.prereg.chain import (
+    BASE_FIELDS,
+    FILE_KINDS,
+    GENESIS,
+    KINDS,
+    SHA256_HEX,
+    check_relpath,
+    entry_hash,
+    verify_chain,
+)
+from capsule.prereg.loader import PLAN_FILE, plan_file
+
+__all__ = [
+    "DEFAULT_LEDGER",
+    "GENESIS",
+    "Ledger",
+    "check_sealed",
+    "entry_hash",
+    "require_sealed",
+    "utc_now",
+    "verify_ledger",
+]
 
 DEFAULT_LEDGER = Path("prereg/ledger.jsonl")
-GENESIS = "0" * 64
-KINDS = ("seal", "amend", "redact", "bundle")
-FILE_KINDS = ("seal", "amend", "redact")  # records that fix a file's bytes
-BASE_FIELDS = ("seq", "kind", "path", "sha256", "prev", "time", "note", "hash")
-# extras each kind must carry / may carry (bundle extras belong to `capsule.evidence.bundle` and are free)
-REQUIRED_EXTRAS = {
-    "seal": (),
-    "amend": ("of", "of_sha256"),
-    "redact": ("sealed_sha256", "offsets", "occurrences", "token_bytes", "file_bytes"),
-}
-OPTIONAL_EXTRAS = {"seal": ("companions",), "amend": ("companions",), "redact": ()}
-_SHA = re.compile(r"^[0-9a-f]{64}$")
-_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
-
-
-def entry_hash(entry: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of an entry without its `hash` field."""
-    return sha256_bytes(canonical_json({k: v for k, v in entry.items() if k != "hash"}))
 
 
 def utc_now() -> str:
     """Current UTC time, ISO-8601 with a Z, second resolution."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def check_relpath(path: str) -> str:
-    """A repo-relative POSIX path: not absolute, no `..`, no backslashes (BadInputError otherwise)."""
-    pure = PurePosixPath(path)
-    if not path or pure.is_absolute() or ".." in pure.parts or "\\" in path or str(pure) != path:
-        raise BadInputError(f"ledger path {path!r} must be a normalized repo-relative POSIX path")
-    return path
 
 
 class Ledger:
@@ -119,109 +115,25 @@ class Ledger:
         except ValueError as error:
             raise BadInputError(f"{path} is outside the repository root {self.root}") from error
 
-    def _broken(self, entry: dict[str, Any] | int, what: str) -> VerificationError:
-        seq = entry if isinstance(entry, int) else entry.get("seq")
-        return VerificationError(f"{self.path}: seq {seq}: {what}")
-
-    def _check_entry(self, number: int, entry: dict[str, Any], prev: str, latest: dict[str, str]) -> None:
-        for field in BASE_FIELDS:
-            if field not in entry:
-                raise self._broken(number, f"missing field {field!r}")
-        if entry["seq"] != number:
-            raise self._broken(
-                number,
-                f"records seq {entry['seq']!r} at position {number} "
-                "(a line was deleted, duplicated or moved)",
-            )
-        if entry["hash"] != entry_hash(entry):
-            raise self._broken(
-                number,
-                f"hash differs: recorded {entry['hash']}, computed {entry_hash(entry)} "
-                "(the entry was edited)",
-            )
-        if entry["prev"] != prev:
-            raise self._broken(
-                number,
-                f"prev differs: recorded {entry['prev']}, previous entry's hash {prev} "
-                "(a line before it was deleted, changed or moved)",
-            )
-        kind = entry["kind"]
-        if kind not in KINDS:
-            raise self._broken(number, f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
-        if not isinstance(entry["sha256"], str) or not _SHA.match(entry["sha256"]):
-            raise self._broken(number, "sha256 must be a full hex digest")
-        if not isinstance(entry["time"], str) or not _TIME.match(entry["time"]):
-            raise self._broken(number, f"time {entry['time']!r} is not UTC ISO-8601 with Z")
-        if not isinstance(entry["note"], str):
-            raise self._broken(number, "note must be a string")
-        try:
-            check_relpath(entry["path"])
-        except BadInputError as error:
-            raise self._broken(number, str(error)) from error
-        if kind != "bundle":
-            self._check_extras(number, entry, latest)
-
-    def _check_extras(self, number: int, entry: dict[str, Any], latest: dict[str, str]) -> None:
-        kind, path = entry["kind"], entry["path"]
-        extras = set(entry) - set(BASE_FIELDS)
-        allowed = set(REQUIRED_EXTRAS[kind]) | set(OPTIONAL_EXTRAS[kind])
-        missing = set(REQUIRED_EXTRAS[kind]) - extras
-        if missing or extras - allowed:
-            raise self._broken(
-                number,
-                f"{kind} entry fields: missing {sorted(missing)}, unexpected {sorted(extras - allowed)}",
-            )
-        if kind == "seal" and path in latest:
-            raise self._broken(
-                number, f"re-seals {path}, already recorded (a sealed file changes only by amend)"
-            )
-        if kind == "amend" and latest.get(entry["of"]) != entry["of_sha256"]:
-            raise self._broken(
-                number,
-                f"amends {entry['of']} at sha256 {entry['of_sha256']}, which is not its latest recorded hash",
-            )
-        if kind == "redact" and latest.get(path) != entry["sealed_sha256"]:
-            raise self._broken(
-                number,
-                f"redacts {path} from sha256 {entry['sealed_sha256']}, which is not its latest recorded hash",
-            )
-        for companion, digest in (entry.get("companions") or {}).items():
-            if latest.get(companion) != digest:
-                raise self._broken(number, f"companion {companion} sha256 {digest} is not its latest record")
-
     def verify(self) -> None:
         """Recompute every entry's hash and link, then re-hash every recorded file that still exists
         against its latest record; VerificationError naming the first broken entry."""
-        prev = GENESIS
-        latest: dict[str, str] = {}
-        last_entry: dict[str, dict[str, Any]] = {}
-        for number, entry in enumerate(self.entries, start=1):
-            self._check_entry(number, entry, prev, latest)
-            prev = entry["hash"]
-            latest[entry["path"]] = entry["sha256"]
-            last_entry[entry["path"]] = entry
-        for path, entry in sorted(last_entry.items(), key=lambda item: item[1]["seq"]):
-            file = self.root / path
-            if not file.is_file():
-                continue
-            actual = sha256_file(file)
-            if actual != entry["sha256"]:
-                hint = "the file changed after it was recorded; restore it, or seal an amendment"
-                if entry["kind"] == "redact" and actual == entry["sealed_sha256"]:
-                    hint = "the redaction was recorded but not applied; run the same redact again"
-                raise self._broken(
-                    entry,
-                    f"{entry['kind']} of {path}: file sha256 {actual}, recorded {entry['sha256']} ({hint})",
-                )
+        verify_chain(self.path, self.root, self.entries)
+
+    def current(self) -> Ledger:
+        """This ledger if its file is unchanged since it was loaded, else the file read afresh (a run
+        takes hours, and other plans may have been sealed meanwhile): what to append to."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        return self if size == self._size else type(self).load(self.path, self.root)
 
     def check_coverage(self, directory: Path) -> None:
         """Every `plan.toml` under `directory` must be in the ledger: one that is not is a draft, or
         the trace of deleted final lines (which the chain alone cannot show)."""
-        for plan in sorted(Path(directory).rglob("plan.toml")):
+        for plan in sorted(Path(directory).rglob(PLAN_FILE)):
             relative = self.relative(plan)
             if self.latest_for(relative) is None:
-                raise self._broken(
-                    len(self.entries) + 1,
+                raise VerificationError(
+                    f"{self.path}: seq {len(self.entries) + 1}: "
                     f"missing: {relative} has no seal entry and the ledger ends at seq "
                     f"{len(self.entries)} (seal the plan, or restore the ledger's lost last lines)",
                 )
@@ -231,7 +143,7 @@ class Ledger:
         Refuses if the file changed since this ledger was loaded (someone else appended)."""
         if kind not in KINDS:
             raise BadInputError(f"unknown ledger entry kind {kind!r} (known: {', '.join(KINDS)})")
-        if not _SHA.match(sha256):
+        if not SHA256_HEX.match(sha256):
             raise BadInputError(f"sha256 {sha256!r} is not a full hex digest")
         clash = set(extra) & set(BASE_FIELDS)
         if clash:
@@ -283,24 +195,28 @@ def require_sealed(plan_path: Path, ledger_path: Path = DEFAULT_LEDGER) -> dict[
     """Refuse (VerificationError, exit 3) unless the ledger verifies and the plan's current bytes, and
     its companions' (rationale, controls), match their latest records, and no amendment supersedes
     it. Returns the plan's latest record (seal / amend, or a later redact)."""
-    plan_path = Path(plan_path)
-    if plan_path.is_dir():
-        plan_path = plan_path / "plan.toml"
     ledger = Ledger.load(ledger_path)
     ledger.verify()
+    return check_sealed(ledger, plan_file(Path(plan_path)))
+
+
+def check_sealed(ledger: Ledger, plan_path: Path, plan_sha256: str | None = None) -> dict[str, Any]:
+    """`require_sealed` against an already loaded and verified ledger; `plan_sha256`: the hash of the
+    plan bytes the caller read (and parsed), else the file is hashed here. Returns the latest record."""
     relative = ledger.relative(plan_path)
     latest = ledger.latest_for(relative)
     if latest is None:
         raise VerificationError(
-            f"{relative}: not sealed in {ledger_path}; run `capsule prereg seal {relative} "
+            f"{relative}: not sealed in {ledger.path}; run `capsule prereg seal {relative} "
             "--note ...` before generating"
         )
-    if not plan_path.is_file():
-        raise VerificationError(f"{relative}: sealed at seq {latest['seq']} but the file is missing")
-    actual = sha256_file(plan_path)
-    if actual != latest["sha256"]:
+    if plan_sha256 is None:
+        if not plan_path.is_file():
+            raise VerificationError(f"{relative}: sealed at seq {latest['seq']} but the file is missing")
+        plan_sha256 = sha256_file(plan_path)
+    if plan_sha256 != latest["sha256"]:
         raise VerificationError(
-            f"{relative}: sha256 {actual} does not match its seq {latest['seq']} record "
+            f"{relative}: sha256 {plan_sha256} does not match its seq {latest['seq']} record "
             f"{latest['sha256']}; restore the sealed bytes or seal an amendment"
         )
     amended = ledger.superseded_by(relative)

@@ -224,11 +224,18 @@ def plan_file(path: Path) -> Path:
 
 def load_plan(path: Path) -> Plan:
     """Read `path` (a plan.toml or its directory) and validate the whole plan before returning it."""
+    return read_plan(path)[0]
+
+
+def read_plan(path: Path) -> tuple[Plan, bytes]:
+    """`load_plan`, also returning the bytes it parsed: what a caller hashes against the seal and
+    copies into a run, so the plan is read once and the bytes checked are the bytes used."""
     file = plan_file(Path(path))
     try:
-        text = file.read_text(encoding="utf-8")
+        data = file.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError as error:
         raise BadInputError(f"{file}: no such plan file") from error
     except UnicodeDecodeError as error:
         raise BadInputError(f"{file}: not UTF-8 text ({error})") from error
-    return parse_plan(text, file)
+    return parse_plan(text, file), data

@@ -24,6 +24,7 @@ from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
 from capsule.report.headline import headline_line
 from capsule.report.report_input import ReportInput
+from capsule.run_dir import RESULTS, RunDir
 
 __all__ = [
     "BLOCKS",
@@ -39,10 +40,9 @@ __all__ = [
     "render_block",
     "render_outputs",
     "render_report",
+    "write_outputs",
     "write_report",
 ]
-
-RESULTS_MD = "RESULTS.md"
 
 
 def marked(name: str, data: ReportInput, run: str = ".") -> list[str]:
@@ -67,8 +67,8 @@ PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
 def _images(section: str, plots: Sequence[str]) -> list[str]:
     lines = []
     for name, (where, caption) in PLOT_CAPTIONS.items():
-        if where == section and f"plots/{name}" in plots:
-            lines += [f"![{caption}](plots/{name})", ""]
+        if where == section and RunDir.plot_relative(name) in plots:
+            lines += [f"![{caption}]({RunDir.plot_relative(name)})", ""]
     return lines
 
 
@@ -115,25 +115,25 @@ def render_report(
 def load_run(run_dir: Path) -> ReportInput:
     """Read a run's analysis.json (into `capsule.analysis.schema.Analysis`) and manifest.json
     (optional) and list its existing plots."""
-    path = run_dir / "analysis.json"
+    run = RunDir(run_dir)
+    path = run.analysis
     try:
         analysis = Analysis.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError as error:
         raise BadInputError(
-            f"{path}: no analysis.json; run `capsule reproduce` for this run first"
+            f"{path}: no {path.name}; run `capsule reproduce` for this run first"
         ) from error
     except (OSError, ValueError) as error:
         raise BadInputError(f"{path}: cannot read ({error})") from error
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else None
-    plots = tuple(f"plots/{name}" for name in PLOT_CAPTIONS if (run_dir / "plots" / name).is_file())
+    manifest = json.loads(run.manifest.read_text(encoding="utf-8")) if run.manifest.exists() else None
+    plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
     return ReportInput(analysis, manifest, plots)
 
 
 def bundle_fingerprint(run_dir: Path) -> str | None:
     """The signing key's fingerprint recorded in `run_dir/bundle.json`, or None when unsigned."""
     try:
-        return json.loads((run_dir / "bundle.json").read_text(encoding="utf-8"))["key"]["fingerprint"]
+        return json.loads(RunDir(run_dir).bundle.read_text(encoding="utf-8"))["key"]["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -147,10 +147,11 @@ def render_outputs(run_dir: Path, *, fingerprint: str | None = None, plots: bool
     if plots:
         from capsule.report.plots import render_plots  # matplotlib only when plotting
 
-        files = {f"plots/{name}": png for name, png in render_plots(data.analysis, run_dir).items()}
+        rendered = render_plots(data.analysis, run_dir)
+        files = {RunDir.plot_relative(name): png for name, png in rendered.items()}
         shown = tuple(files)
     text = render_report(data.analysis, data.manifest, plots=shown, fingerprint=fingerprint)
-    files[RESULTS_MD] = text.encode("utf-8")
+    files[RESULTS] = text.encode("utf-8")
     return files
 
 
@@ -168,15 +169,21 @@ def write_report(run_dir: Path, *, fingerprint: str | None = None, plots: bool =
     """Write `run_dir/plots/*.png` (unless `plots` is False) and `run_dir/RESULTS.md` from the run's
     analysis.json and manifest.json; remove plots there is no longer data for. Call it before
     signing: both are bundled. `fingerprint`: the signing key's, when known, is stated in the file."""
-    files = render_outputs(run_dir, fingerprint=fingerprint, plots=plots)
+    return write_outputs(run_dir, render_outputs(run_dir, fingerprint=fingerprint, plots=plots), plots=plots)
+
+
+def write_outputs(run_dir: Path, files: Mapping[str, bytes], *, plots: bool = True) -> Path:
+    """Write what `render_outputs` rendered into `run_dir` and return RESULTS.md's path; `plots`:
+    whether the rendering included the plots, and so whether plots without data are removed.
+    Taking the rendered files lets a caller that first compared them (`--resign`) render once."""
+    run = RunDir(run_dir)
     for relative, data in files.items():
-        write_bytes_atomic(run_dir / relative, data)
+        write_bytes_atomic(run.path / relative, data)
     if plots:
         for name in PLOT_CAPTIONS:
-            stale = run_dir / "plots" / name
-            if f"plots/{name}" not in files and stale.exists():
-                stale.unlink()
-    return run_dir / RESULTS_MD
+            if RunDir.plot_relative(name) not in files and run.plot(name).exists():
+                run.plot(name).unlink()
+    return run.results
 
 
 def check_report(run_dir: Path) -> list[str]:
@@ -187,7 +194,7 @@ def check_report(run_dir: Path) -> list[str]:
     Plot bytes are not compared here: they also depend on the matplotlib and FreeType versions;
     the bundle's signature covers them.
     """
-    path = run_dir / RESULTS_MD
+    path = RunDir(run_dir).results
     try:
         current = path.read_text(encoding="utf-8")
     except OSError as error:

@@ -19,13 +19,14 @@ from capsule.report.canvas import CAP_COLOR, RC, legend_below, new_figure, png_b
 from capsule.report.control_figures import divergence_figure, scorer_figure
 from capsule.report.formatting import fmt_num
 from capsule.report.score_figures import arms_figure, discordance_figure
+from capsule.run_dir import RunDir
 
 if TYPE_CHECKING:  # matplotlib is imported inside functions, so `import capsule.report.plots` stays light
     from matplotlib.figure import Figure
 
 
 def _generation_lengths(run_dir: Path, arm: str) -> list[int]:
-    rows = read_jsonl_complete(run_dir / "generations" / f"{arm}.jsonl")
+    rows = read_jsonl_complete(RunDir(run_dir).generations(arm))
     return [int(row.get("n_output_tokens", 0)) for row in rows]
 
 
@@ -103,10 +104,9 @@ def render_plots(analysis: Analysis, run_dir: Path) -> dict[str, bytes]:
 def write_plots(run_dir: Path, analysis: Analysis) -> list[Path]:
     """Write `run_dir/plots/*.png` and remove stale ones of the same names; return the paths written."""
     rendered = render_plots(analysis, run_dir)
-    plot_dir = run_dir / "plots"
     written = []
     for name in PLOTS:
-        path = plot_dir / name
+        path = RunDir(run_dir).plot(name)
         if name in rendered:
             write_bytes_atomic(path, rendered[name])
             written.append(path)

@@ -96,14 +96,15 @@ def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> No
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.pinned_prompts import fetch_prompts
     from capsule.atomic import write_json_atomic
-    from capsule.pipeline.reproduce import derive_analysis, model_tokenizer
+    from capsule.pipeline.stage_score import derive_analysis, model_tokenizer
     from capsule.prereg.loader import load_plan
+    from capsule.run_dir import RunDir
     from ifeval_scorer import load_prompts
 
     root, run = smoke_run
     plan = load_plan(root / "prereg" / "smoke")
     prompts = load_prompts(fetch_prompts().path)
-    again = derive_analysis(run, plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
+    again = derive_analysis(RunDir(run), plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
     out = run.parent / "rederived.json"
     write_json_atomic(out, again)
     assert out.read_bytes() == (run / "analysis.json").read_bytes()

@@ -15,10 +15,7 @@ import pytest
 
 from capsule.errors import BadInputError
 from capsule.evidence.bundle import (
-    BUNDLE_JSON,
-    ENVELOPE_JSON,
     PREDICATE_TYPE,
-    PUBLIC_KEY_PEM,
     STATEMENT_TYPE,
     BundleResult,
     make_bundle,
@@ -32,6 +29,7 @@ from capsule.evidence.signing import (
 )
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.prereg.ledger import Ledger
+from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 PLAN_PATH = "prereg/demo/plan.toml"
 PLAN_BYTES = b'[study]\nname = "demo"\nseed = 1234\n'
@@ -106,7 +104,7 @@ def test_bundle_lists_every_run_file_with_digest_and_size(study: Study) -> None:
     bundle = json.loads(study.result.bundle_path.read_text())
     on_disk = sorted(
         p.relative_to(study.run_dir).as_posix() for p in study.run_dir.rglob("*")
-        if p.is_file() and p.name not in {BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM}
+        if p.is_file() and p.name not in {BUNDLE, ENVELOPE, PUBLIC_KEY}
     )
     assert [item["path"] for item in bundle["files"]] == on_disk
     for item in bundle["files"]:
@@ -136,7 +134,7 @@ def test_envelope_is_a_signed_in_toto_statement(study: Study) -> None:
 def test_public_key_travels_with_the_bundle(study: Study) -> None:
     from capsule.evidence.signing import read_public_key
 
-    included = read_public_key(study.run_dir / PUBLIC_KEY_PEM)
+    included = read_public_key(study.run_dir / PUBLIC_KEY)
     assert fingerprint_of(included) == fingerprint_of(study.key.public_key) == study.result.fingerprint
 
 
@@ -158,7 +156,7 @@ def test_bundle_refuses_symlinks(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="symlink"):
         make_bundle(run_dir, run_id="r", plan_path=PLAN_PATH, plan_sha256="0" * 64, manifest_digest="0" * 64,
                     ledger_head_at_start="0" * 64, key=generate_signer(), ledger=None)
-    assert not (run_dir / BUNDLE_JSON).exists()
+    assert not (run_dir / BUNDLE).exists()
 
 
 def test_rebundling_replaces_previous_outputs_and_ignores_them(study: Study) -> None:

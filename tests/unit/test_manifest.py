@@ -17,7 +17,6 @@ from capsule.artifacts.embedded_model import MODEL_RECORD, hash_model_files, tre
 from capsule.errors import BadInputError, VerificationError
 from capsule.machine.host import parse_cpuinfo
 from capsule.machine.manifest import (
-    MANIFEST_FILE,
     build_manifest,
     load_manifest,
     manifest_digest,
@@ -25,6 +24,7 @@ from capsule.machine.manifest import (
     write_manifest,
 )
 from capsule.machine.numerics import REDACTED, numerics_env, probe_numerics, torch_runtime
+from capsule.run_dir import MANIFEST
 
 
 @pytest.fixture(scope="module")
@@ -191,9 +191,9 @@ def test_write_then_load_round_trip_and_digest(tmp_path: Path, real_manifest: di
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     digest = write_manifest(run_dir, real_manifest)
-    assert (run_dir / MANIFEST_FILE).is_file()
+    assert (run_dir / MANIFEST).is_file()
     assert digest == manifest_digest(real_manifest) == manifest_digest(load_manifest(run_dir))
-    assert load_manifest(run_dir / MANIFEST_FILE) == real_manifest
+    assert load_manifest(run_dir / MANIFEST) == real_manifest
 
 
 @pytest.mark.parametrize(

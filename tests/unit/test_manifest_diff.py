@@ -20,7 +20,8 @@ from capsule.machine.diff import (
     diff_manifests,
     format_diff,
 )
-from capsule.machine.manifest import MANIFEST_FILE, load_manifest
+from capsule.machine.manifest import load_manifest
+from capsule.run_dir import MANIFEST
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"
 CPU_EXAMPLE = EXAMPLES / "cpu-2core.json"
@@ -150,7 +151,7 @@ def test_cli_diff_table_json_and_fail_on(tmp_path: Path) -> None:
 def test_cli_diff_accepts_run_directories(tmp_path: Path) -> None:
     for name in ("run-a", "run-b"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / MANIFEST_FILE).write_bytes(CPU_EXAMPLE.read_bytes())
+        (tmp_path / name / MANIFEST).write_bytes(CPU_EXAMPLE.read_bytes())
     result = CliRunner().invoke(
         cli, ["manifest", "diff", str(tmp_path / "run-a"), str(tmp_path / "run-b"), "--fail-on", "numerics"]
     )

@@ -46,12 +46,26 @@ def test_unchanged_report_is_not_resigned(signed_run: Path) -> None:
 
 
 def test_new_rendering_is_resigned_and_verifies(signed_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = report_module.render_report
+    from capsule.report import plots as plots_module
+
+    real, real_plots = report_module.render_report, plots_module.render_plots
     better = "\nA better sentence.\n"
-    monkeypatch.setattr(report_module, "render_report", lambda *a, **k: real(*a, **k) + better)
+    renders: list[str] = []
+
+    def render(*args, **kwargs):  # type: ignore[no-untyped-def]
+        renders.append("report")
+        return real(*args, **kwargs) + better
+
+    def render_plots(*args, **kwargs):  # type: ignore[no-untyped-def]
+        renders.append("plots")
+        return real_plots(*args, **kwargs)
+
+    monkeypatch.setattr(report_module, "render_report", render)
+    monkeypatch.setattr(plots_module, "render_plots", render_plots)
     analysis = (signed_run / "analysis.json").read_bytes()
     result = _resign(signed_run)
     assert result.exit_code == 0, result.output + result.stderr
+    assert sorted(renders) == ["plots", "report"]  # rendered once: compared with the run, then written
     assert "re-rendered RESULTS.md" in result.output
     assert (signed_run / "RESULTS.md").read_text().endswith("A better sentence.\n")
     assert (signed_run / "analysis.json").read_bytes() == analysis

@@ -13,11 +13,12 @@ from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study
 
 from capsule.errors import VerificationError
 from capsule.evidence import verify as verify_module
-from capsule.evidence.bundle import BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM, make_bundle
+from capsule.evidence.bundle import make_bundle
 from capsule.evidence.signing import generate_keypair, generate_signer
 from capsule.evidence.verify import verify_run
 from capsule.hashing import sha256_bytes
 from capsule.prereg.ledger import Ledger
+from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def _verify(study: Study, pubkey: Path | None = None) -> None:
 
 
 def _rewrite_index(study: Study, edit) -> None:  # type: ignore[no-untyped-def]
-    path = study.run_dir / BUNDLE_JSON
+    path = study.run_dir / BUNDLE
     bundle = json.loads(path.read_text())
     edit(bundle)
     path.write_text(json.dumps(bundle, indent=2))
@@ -47,7 +48,7 @@ def test_good_bundle_verifies_with_summary(study: Study) -> None:
 
 
 def test_good_bundle_verifies_with_given_key(study: Study, tmp_path: Path) -> None:
-    summary = verify_run(study.run_dir, pubkey=study.run_dir / PUBLIC_KEY_PEM, ledger_path=study.ledger_path)
+    summary = verify_run(study.run_dir, pubkey=study.run_dir / PUBLIC_KEY, ledger_path=study.ledger_path)
     assert summary.key_source.startswith("given key")
 
 
@@ -63,7 +64,7 @@ def test_every_single_byte_change_fails(study: Study) -> None:
     """
     rng = random.Random(20240611)
     files = sorted(p for p in study.run_dir.rglob("*") if p.is_file())
-    outputs = [p for p in files if p.name in {BUNDLE_JSON, ENVELOPE_JSON, PUBLIC_KEY_PEM}]
+    outputs = [p for p in files if p.name in {BUNDLE, ENVELOPE, PUBLIC_KEY}]
     positions = [(p, offset) for p in files if p not in outputs for offset in range(p.stat().st_size)]
     run_file_flips = len(positions)
     everywhere = [(p, offset) for p in outputs for offset in range(p.stat().st_size)]
@@ -142,8 +143,8 @@ def test_renamed_file_fails(study: Study) -> None:
 
 
 def test_missing_bundle_output_fails(study: Study) -> None:
-    (study.run_dir / PUBLIC_KEY_PEM).unlink()
-    with pytest.raises(VerificationError, match=PUBLIC_KEY_PEM):
+    (study.run_dir / PUBLIC_KEY).unlink()
+    with pytest.raises(VerificationError, match=PUBLIC_KEY):
         _verify(study)
 
 

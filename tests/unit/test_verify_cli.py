@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from test_bundle import Study, build_study
 
 from capsule.cli import cli
-from capsule.evidence.bundle import PUBLIC_KEY_PEM
 from capsule.evidence.signing import generate_keypair
+from capsule.run_dir import PUBLIC_KEY
 
 
 @pytest.fixture
@@ -28,11 +28,11 @@ def test_good_bundle_exits_0_with_one_line(study: Study) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("OK run run-1")
-    assert f"included key {PUBLIC_KEY_PEM}" in lines[0] and study.result.fingerprint[:16] in lines[0]
+    assert f"included key {PUBLIC_KEY}" in lines[0] and study.result.fingerprint[:16] in lines[0]
 
 
 def test_given_key_is_named(study: Study) -> None:
-    result = _run(study, "--key", str(study.run_dir / PUBLIC_KEY_PEM))
+    result = _run(study, "--key", str(study.run_dir / PUBLIC_KEY))
     assert result.exit_code == 0, result.output
     assert "given key" in result.stdout
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
 
 FAKE_STOP_ID = 0
+DRY_RUN_MODEL = Path("dry-run-no-model")  # a dry run's model directory: the fake never reads it
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz     .\n"  # ids 1..len: generated text is word-like
 _BYTE_OFFSET = 256  # rendered prompt bytes use ids >= 256
 
@@ -110,3 +111,11 @@ class FakeBackend:
 
     def close(self) -> None:
         """Nothing to free."""
+
+
+def dry_run_arm(arm: Arm) -> Arm:
+    """`arm` as a dry run runs it (`reproduce --dry-run`, `generate --dry-run`): on the fake backend,
+    without the real backend's options or numerics env, every other setting unchanged."""
+    from dataclasses import replace
+
+    return replace(arm, backend="fake", backend_options={}, env={})

@@ -1,0 +1,100 @@
+"""The generate stage: every arm of a plan into `generations/<arm>.jsonl`, resuming finished batches.
+
+Arms run in plan order; one loaded backend serves consecutive arms whose reuse key matches, so a
+plan of several batch sizes loads the model once. A dry run puts every arm on the fake backend and
+tokenizer, which walks the whole pipeline in seconds with no model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import BadInputError
+from capsule.generation.backends.fake import DRY_RUN_MODEL, dry_run_arm
+from capsule.pipeline.opening import OpenRun, Say
+from capsule.prereg.plan import Arm, Plan
+from capsule.run_dir import RunDir
+from ifeval_scorer import Prompt
+
+
+@dataclass(frozen=True)
+class GenerateInputs:
+    """What every arm of one run is generated from: the verified prompts and model, and the hashes
+    each arm's sidecar records (the sealed plan's, the run's manifest's)."""
+
+    prompts: dict[int, Prompt]
+    model_dir: Path | None
+    plan_sha256: str
+    manifest_digest: str
+
+
+def arm_keys(plan: Plan, arm: Arm, prompts: Mapping[int, Prompt]) -> list[int]:
+    """The prompt keys an arm runs, from its declared subset rule."""
+    from capsule.generation.arm_runner import subset_keys
+
+    return subset_keys(plan.prompts.subsets[arm.subset], dict(prompts))
+
+
+def arm_done(run: RunDir, arm: str) -> bool:
+    """Whether an arm's sidecar says it is complete (then no backend need be loaded for it)."""
+    meta = run.generations_meta(arm)
+    if not meta.exists():
+        return False
+    return json.loads(meta.read_text(encoding="utf-8")).get("status") == "complete"
+
+
+def _model_path(model_dir: Path | None) -> Path:
+    if model_dir is None:
+        raise BadInputError("this step needs the model directory")
+    return model_dir
+
+
+def generate_all(
+    plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say
+) -> None:
+    """Generate every arm in plan order, reusing one loaded backend across arms that allow it."""
+    from capsule.generation.arm_runner import generate_arm
+    from capsule.generation.backends import load_backend, reuse_key
+
+    arms = [
+        dry_run_arm(arm) if dry_run else arm for arm in plan.arms
+    ]
+    tokenizer, model_dir = None, inputs.model_dir
+    if dry_run:
+        from capsule.generation.backends.fake import FakeChatTokenizer
+
+        tokenizer, model_dir = FakeChatTokenizer(supports_thinking=True), DRY_RUN_MODEL
+    loaded: tuple[Any, Any] | None = None  # (reuse key, backend)
+    try:
+        for arm in arms:
+            keys = arm_keys(plan, arm, inputs.prompts)
+            key = reuse_key(arm)
+            if loaded is None or loaded[0] != key:
+                if loaded is not None:
+                    loaded[1].close()
+                    loaded = None
+                if not arm_done(run.dir, arm.name):
+                    say(f"loading backend {arm.backend} for arm {arm.name}")
+                    loaded = (key, load_backend(arm.backend, _model_path(model_dir), arm, plan.model.loader))
+            result = generate_arm(
+                arm,
+                prompts=inputs.prompts,
+                keys=keys,
+                model_dir=_model_path(model_dir),
+                out_dir=run.path,
+                plan_hash=inputs.plan_sha256,
+                manifest_digest=inputs.manifest_digest,
+                backend=loaded[1] if loaded else None,
+                progress=progress,
+                tokenizer=tokenizer,
+                loader=plan.model.loader,
+            )
+            state = "complete" if result.complete else f"partial ({result.reason})"
+            say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")
+    finally:
+        if loaded is not None:
+            loaded[1].close()
