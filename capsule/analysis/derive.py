@@ -10,6 +10,7 @@ are analysed on the prompts they have; comparisons use the keys both arms scored
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from capsule.analysis.codec import fields_of
@@ -22,6 +23,7 @@ from capsule.analysis.readings import arm_section, reading_section
 from capsule.analysis.schema import SCHEMA, Analysis, ClaimInfo, ComparisonSection, Headline, PlanInfo
 from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.plan import Control, Plan
+from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt
 
 
@@ -71,7 +73,9 @@ def analyse(
     know how many prompts an "all" subset plans.
     """
     outcomes = {
-        arm: outcomes_from_scores(rows, f"scores/{arm}.jsonl") for arm, rows in scores.items() if rows
+        arm: outcomes_from_scores(rows, RunDir(Path()).scores(arm).as_posix())
+        for arm, rows in scores.items()
+        if rows
     }
     rule = plan.verdict
     arms = {

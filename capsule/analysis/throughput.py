@@ -20,18 +20,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capsule.analysis.schema import TokenStats
+from capsule.prereg.backend_specs import call_scope
 from capsule.prereg.plan import Arm
 
 Rows = Sequence[Mapping[str, Any]]
 
 
 def timing_scope(arm: Arm) -> str:
-    """ "arm" for backends that take the whole arm in one call (vLLM, fake with scope "arm"), else "batch"."""
-    if arm.backend == "vllm":
-        return "arm"
-    if arm.backend == "fake" and arm.backend_options.get("scope") == "arm":
-        return "arm"
-    return "batch"
+    """ "arm" for backends that take the whole arm in one call, else "batch" (the backend's declared
+    scope, `capsule.prereg.backend_specs.call_scope`)."""
+    return call_scope(arm.backend, arm.backend_options)
 
 
 def _batch_times(rows: Rows) -> list[float]:

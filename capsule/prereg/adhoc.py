@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capsule.hashing import canonical_json, sha256_bytes
-from capsule.prereg.arms import parse_arm
+from capsule.prereg.arms import GREEDY_NEUTRAL, parse_arm
 from capsule.prereg.loader import NAME_RE
 from capsule.prereg.plan import Arm
 from capsule.prereg.tables import Section
@@ -32,16 +32,8 @@ ADHOC_SUBSET = "adhoc"  # an ad-hoc arm's keys come from --keys / --first, not f
 ADHOC_PLAN_PATH = "adhoc"  # run.json's plan_path for a run made without a plan
 NO_LEDGER_HEAD = "none"  # run.json's ledger_head_at_start: no ledger entry precedes an ad-hoc run
 
-# The loader accepts mode "greedy" only with these values (argmax, no penalties).
-GREEDY_DECODING: dict[str, object] = {
-    "mode": "greedy",
-    "temperature": 0.0,
-    "top_p": 1.0,
-    "top_k": 0,
-    "min_p": 0.0,
-    "presence_penalty": 0.0,
-    "repetition_penalty": 1.0,
-}
+# The loader accepts mode "greedy" only with its neutral values (argmax, no penalties).
+GREEDY_DECODING: dict[str, object] = {"mode": "greedy", **GREEDY_NEUTRAL}
 # What an ad-hoc arm sets per backend (backend_options, env): vLLM needs enforce_eager declared
 # (compiled and eager kernels give different bytes), and reserving no core for vLLM itself gives it
 # every core of a small CPU machine (the thread count is recorded in the manifest).

@@ -16,6 +16,17 @@ from capsule.prereg.tables import Section
 ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 DTYPES = ("bfloat16", "float16", "float32")
 
+#: The only values mode "greedy" takes (argmax, no penalties; top_k 0, or -1, disables): greedy with
+#: a temperature or a penalty would be sampling under another name.
+GREEDY_NEUTRAL: dict[str, float | int] = {
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "presence_penalty": 0.0,
+    "repetition_penalty": 1.0,
+}
+
 
 def parse_decoding(arm: Section) -> Decoding:
     """[arms.decoding]: every knob explicit; greedy requires the neutral values (no hidden sampling)."""
@@ -31,9 +42,8 @@ def parse_decoding(arm: Section) -> Decoding:
         repetition_penalty=s.number("repetition_penalty", 0.0, 10.0),
     )
     if decoding.mode == "greedy":
-        neutral = dict(temperature=0.0, top_p=1.0, min_p=0.0, presence_penalty=0.0, repetition_penalty=1.0)
-        for knob, value in neutral.items():
-            if getattr(decoding, knob) != value:
+        for knob, value in GREEDY_NEUTRAL.items():
+            if knob != "top_k" and getattr(decoding, knob) != value:
                 raise s.fail(
                     f"mode 'greedy' takes {knob} = {value} (argmax, no penalties); use mode 'sample'"
                 )

@@ -35,12 +35,15 @@ class Option:
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A backend: its class ("module:Class", imported lazily), the packages it needs, its options."""
+    """A backend: its class ("module:Class", imported lazily), the packages it needs, its options,
+    and how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option named
+    `scope` overrides it, as the fake backend's does)."""
 
     target: str
     requires: tuple[str, ...]
     hint: str  # how to install `requires`
     options: Mapping[str, Option] = field(default_factory=dict)
+    scope: str = "batch"
 
     def defaults(self) -> dict[str, object]:
         """Every option with the value used when an arm does not set it."""
@@ -89,6 +92,7 @@ SPECS: dict[str, BackendSpec] = {
             "tensor_parallel_size": Option(int, "None: 1"),
             "kv_cache_memory_bytes": Option(int, "a KV cache size (bytes) instead of gpu_memory_utilization"),
         },
+        scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
     ),
     "fake": BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",
@@ -148,3 +152,9 @@ def check_options(backend: str, options: Mapping[str, object], where: str, plan:
 def resolved_options(backend: str, options: Mapping[str, object], where: str) -> dict[str, object]:
     """The options a backend runs with: its declared defaults, overlaid with the checked `options`."""
     return {**SPECS[backend].defaults(), **check_options(backend, options, where, plan=False)}
+
+
+def call_scope(backend: str, options: Mapping[str, object]) -> str:
+    """How much of an arm one `generate` call of `backend` takes under `options`: "batch" (one formed
+    batch) or "arm" (every remaining request). The backends and the timing statistics both read it."""
+    return str(resolved_options(backend, options, f"backend {backend!r}").get("scope", SPECS[backend].scope))

@@ -21,7 +21,7 @@ from capsule.generation.backends import (
 )
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
-from capsule.prereg.backend_specs import MODEL_LOADERS
+from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -37,7 +37,7 @@ class HFBackend:
     decoding are given per call. `loader` None (no plan): the class config.json calls for."""
 
     name = "hf"
-    scope: Literal["batch", "arm"] = "batch"
+    scope: Literal["batch", "arm"] = SPECS["hf"].scope  # type: ignore[assignment]
 
     def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
         self.options = arm_options(self.name, arm)

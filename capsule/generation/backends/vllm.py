@@ -29,6 +29,7 @@ from capsule.generation.backends import (
 )
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
+from capsule.prereg.backend_specs import SPECS
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -71,7 +72,7 @@ class VLLMBackend:
     """One `vllm.LLM` engine built for an arm's load-time settings."""
 
     name = "vllm"
-    scope: Literal["batch", "arm"] = "arm"
+    scope: Literal["batch", "arm"] = SPECS["vllm"].scope  # type: ignore[assignment]
 
     def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
         self.options = arm_options(self.name, arm)
