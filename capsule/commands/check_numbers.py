@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from capsule.errors import VerificationError
+from capsule.report.numbers import check_files
+
 
 @click.command("check-numbers")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
@@ -19,9 +22,6 @@ import click
 def check_numbers(files: tuple[Path, ...], run_dir: Path | None) -> None:
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare numbers and
     verdicts one by one; any drift exits 3 with the line, the number found and the number expected."""
-    from capsule.errors import VerificationError
-    from capsule.report.numbers import check_files
-
     result = check_files(list(files), run_dir)
     for drift in result.drifts:
         click.echo(str(drift))

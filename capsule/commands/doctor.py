@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from capsule.prereg.loader import load_plan
+
 
 @click.command()
 @click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m-v2"),
@@ -25,7 +27,6 @@ def doctor(ctx: click.Context, plan_path: Path, model_dir: Path | None, prompts_
     Memory figures are estimates: weights + KV cache for batch x (prompt + new tokens) + an overhead.
     """
     from capsule.machine.doctor import run_doctor
-    from capsule.prereg.loader import load_plan
 
     plan = load_plan(plan_path)
     report = run_doctor(plan, model_dir=model_dir, prompts_path=prompts_path, results_root=results_root)

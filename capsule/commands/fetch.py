@@ -6,6 +6,10 @@ from pathlib import Path
 
 import click
 
+from capsule.artifacts.cache import cache_dir
+from capsule.artifacts.embedded_model import fetch_model
+from capsule.artifacts.pinned_prompts import fetch_prompts
+
 
 @click.command()
 @click.argument("what", type=click.Choice(["prompts", "model", "all"]), default="all")
@@ -15,16 +19,10 @@ import click
 )
 def fetch(what: str, prompts_path: Path | None) -> None:
     """Fetch and verify the IFEval prompts and the embedded model (sha256-pinned)."""
-    from capsule.artifacts.cache import cache_dir
-
     click.echo(f"cache: {cache_dir()}")
     if what in ("prompts", "all"):
-        from capsule.artifacts.pinned_prompts import fetch_prompts
-
         fetched = fetch_prompts(prompts_path)
         click.echo(f"prompts: {fetched.path} (source: {fetched.source}, sha256 verified)")
     if what in ("model", "all"):
-        from capsule.artifacts.embedded_model import fetch_model
-
         directory, source = fetch_model()
         click.echo(f"model: {directory} (source: {source}, every file's sha256 verified)")

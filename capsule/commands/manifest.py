@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+from capsule.machine.diff import format_diff
+from capsule.machine.manifest import build_manifest, diff_manifests, load_manifest, write_manifest
+
 
 @click.group(invoke_without_command=True)
 @click.option(
@@ -42,7 +45,6 @@ def manifest(
     """Fingerprint this machine's hardware, software, numerics settings, model and data as JSON."""
     if ctx.invoked_subcommand is not None:
         return
-    from capsule.machine.manifest import build_manifest, write_manifest
 
     built = build_manifest(model_dir=model_dir, prompts_path=prompts_path, import_torch=import_torch)
     if out is None:
@@ -69,9 +71,6 @@ def manifest(
 )
 def diff(a: Path, b: Path, as_json: bool, fail_on: str) -> None:
     """Compare two manifests (files or run directories): what can change numerics, and what cannot."""
-    from capsule.machine.diff import format_diff
-    from capsule.machine.manifest import diff_manifests, load_manifest
-
     result = diff_manifests(load_manifest(a), load_manifest(b))
     if as_json:
         click.echo(json.dumps({"a": str(a), "b": str(b), **result.to_dict()}, indent=2, sort_keys=True))

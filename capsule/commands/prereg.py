@@ -7,6 +7,10 @@ from typing import Any
 
 import click
 
+from capsule.errors import BadInputError
+from capsule.prereg.ledger import verify_ledger
+from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
+
 _LEDGER = click.option(
     "--ledger",
     "ledger_path",
@@ -38,8 +42,6 @@ def prereg() -> None:
 @_LEDGER
 def seal(plan: Path, note: str, ledger_path: Path) -> None:
     """Validate PLAN (plan.toml or its directory) and seal it with its rationale and controls files."""
-    from capsule.prereg.sealing import seal_plan
-
     entries = seal_plan(plan, note, ledger_path)
     if not entries:
         click.echo(f"{plan}: already sealed with these bytes; nothing appended")
@@ -56,8 +58,6 @@ def seal(plan: Path, note: str, ledger_path: Path) -> None:
 @_LEDGER
 def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> None:
     """Seal NEW_PLAN as an amendment of a sealed plan; the old entry stays."""
-    from capsule.prereg.sealing import amend_plan
-
     entries = amend_plan(new_plan, old_plan, reason, ledger_path)
     if not entries:
         click.echo(f"{new_plan}: already recorded as this amendment; nothing appended")
@@ -73,8 +73,6 @@ def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> Non
 @_LEDGER
 def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: Path) -> None:
     """Replace TOKEN in a sealed FILE with a same-length text and record the substitution."""
-    from capsule.prereg.sealing import redact_file
-
     entry = redact_file(file, token, replacement, reason, ledger_path)
     click.echo(f"redacted {_show(entry)}")
 
@@ -83,8 +81,6 @@ def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: P
 @_LEDGER
 def verify(ledger_path: Path) -> None:
     """Recompute every hash and link and re-hash every sealed file; exit 3 naming the first broken entry."""
-    from capsule.prereg.ledger import verify_ledger
-
     ledger = verify_ledger(ledger_path)
     for entry in ledger.entries:
         click.echo(_show(entry))
@@ -101,10 +97,6 @@ def verify(ledger_path: Path) -> None:
 @_LEDGER
 def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> None:
     """Confirm redact entry SEQ from the ORIGINAL (pre-redaction) bytes and the file as it is now."""
-    from capsule.errors import BadInputError
-    from capsule.prereg.ledger import verify_ledger
-    from capsule.prereg.sealing import confirm_redaction
-
     ledger = verify_ledger(ledger_path)
     entry = next((e for e in ledger.entries if e["seq"] == seq), None)
     if entry is None or entry["kind"] != "redact":

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
+from capsule.errors import BadInputError, VerificationError
 from capsule.prereg.ledger import DEFAULT_LEDGER
+from capsule.report.document import changed_outputs, check_report, render_outputs, write_report
+from capsule.report.numbers import update_file
 from capsule.run_dir import RunDir
 
 
@@ -59,10 +62,6 @@ def report(
     A signed run (bundle.json present) is only rewritten when nothing would change, since any
     change would break its signature.
     """
-    from capsule.errors import BadInputError, VerificationError
-    from capsule.report.document import changed_outputs, check_report, render_outputs, write_report
-    from capsule.report.numbers import update_file
-
     run = RunDir(run_dir)
     if sum((check, bool(update_files), resign)) > 1:
         raise BadInputError("--check, --update and --resign do different things; run them one at a time")

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from capsule.pipeline.reproduce import ReproduceOptions
+from capsule.pipeline.reproduce import reproduce as run_plan
+from capsule.report.document import headline_line
 from capsule.run_dir import DRY_RUN_ROOT, RESULTS_ROOT
 
 DEFAULT_PLAN = Path("prereg/smollm2-135m-v2")
@@ -77,10 +80,6 @@ def reproduce(
     no_progress: bool,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
-    from capsule.pipeline.reproduce import ReproduceOptions
-    from capsule.pipeline.reproduce import reproduce as run_plan
-    from capsule.report.document import headline_line
-
     if results_root is None:
         results_root = DRY_RUN_ROOT if dry_run else RESULTS_ROOT
     options = ReproduceOptions(

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import click
 
+from capsule.artifacts.cache import use_cache_for_scorer
+from capsule.artifacts.pinned_prompts import fetch_prompts
+
 
 @click.command()
 @click.argument("generations", type=click.Path(path_type=Path, dir_okay=False))
@@ -24,8 +27,6 @@ import click
 def score(generations: Path, output: Path | None, seed: int, unseeded: bool, band: bool,
           prompts_path: Path | None) -> None:
     """Score GENERATIONS (JSONL rows with `key` and `response`) with the four IFEval metrics."""
-    from capsule.artifacts.cache import use_cache_for_scorer
-    from capsule.artifacts.pinned_prompts import fetch_prompts
     from capsule.pipeline.stage_score import write_score_rows
     from ifeval_scorer import load_prompts
     from ifeval_scorer.band import band_of

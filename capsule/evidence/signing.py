@@ -19,6 +19,7 @@ from securesystemslib import exceptions as sslib_exceptions
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import ED25519, KEY_TYPE_ED25519, CryptoSigner, SSlibKey
 
+from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes
 
@@ -33,7 +34,6 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"  # DSSE payload type for in-toto S
 @dataclass(frozen=True)
 class KeyPair:
     """Where `generate_keypair` wrote a key pair, and the public key's fingerprint."""
-
     private_path: Path
     public_path: Path
     fingerprint: str
@@ -102,8 +102,6 @@ def generate_keypair(out_dir: Path | None = None, *, overwrite: bool = False) ->
     Refuses to replace an existing key unless `overwrite`: a lost private key cannot sign again
     under the fingerprint already recorded in ledgers.
     """
-    from capsule.atomic import write_bytes_atomic
-
     directory = out_dir if out_dir is not None else default_key_dir()
     private_path, public_path = directory / PRIVATE_KEY_NAME, directory / PUBLIC_KEY_NAME
     if not overwrite:

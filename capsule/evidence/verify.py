@@ -28,13 +28,13 @@ from capsule.evidence.bundle import (
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.prereg.chain import FILE_KINDS
+from capsule.prereg.ledger import Ledger
 from capsule.run_dir import BUNDLE, ENVELOPE, PLAN_COPY, PUBLIC_KEY, RunDir
 
 
 @dataclass(frozen=True)
 class VerifySummary:
     """What `verify_run` established, for a one-line report."""
-
     run_id: str
     n_files: int
     total_bytes: int
@@ -157,8 +157,6 @@ def _check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]]
 
 
 def _load_ledger(ledger_path: Path) -> Any:
-    from capsule.prereg.ledger import Ledger
-
     if not ledger_path.is_file():
         raise VerificationError(f"ledger {ledger_path} not found; pass --ledger PATH")
     try:

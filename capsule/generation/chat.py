@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from capsule.errors import BadInputError, UnavailableError
+from capsule.hashing import sha256_bytes
 
 THINK_CLOSE = "</think>"
 
 
 class ChatTokenizer(Protocol):
     """Renders a user prompt to input ids and decodes output ids; the arm runner needs no more."""
-
     def render(self, text: str, thinking: str) -> list[int]:
         """Token ids of one user turn plus the assistant header, through the chat template."""
         ...
@@ -49,7 +49,6 @@ def stop_token_ids(model_dir: Path) -> list[int]:
 
 class HFChatTokenizer:
     """The model directory's own tokenizer and chat template (transformers' AutoTokenizer)."""
-
     def __init__(self, model_dir: Path) -> None:
         try:
             from transformers import AutoTokenizer
@@ -87,8 +86,6 @@ class HFChatTokenizer:
 
     def describe(self) -> dict[str, Any]:
         """Template digest and tokenizer identity: what makes two renderings comparable."""
-        from capsule.hashing import sha256_bytes
-
         return {
             "kind": "hf",
             "class": type(self.tokenizer).__name__,

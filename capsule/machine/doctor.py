@@ -17,7 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capsule.artifacts.embedded_model import MODEL_RECORD, model_cache_dir, verify_model_dir
+from capsule.artifacts.model_store import MODELS_ENV, verify_pinned_files
+from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
 from capsule.errors import CapsuleError
+from capsule.hashing import sha256_file
+from capsule.machine.gpu import probe_gpus
 from capsule.machine.memory import (
     GIB,
     ArmNeed,
@@ -29,7 +34,10 @@ from capsule.machine.memory import (
     params_from_name,
     safetensors_params,
 )
+from capsule.machine.software import installed_version, torch_build
 from capsule.prereg.plan import Plan
+from ifeval_scorer.errors import ScorerError
+from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
 
 OUTPUT_BYTES_PER_TOKEN = 12  # raw + scored text (~4 chars/token, twice) plus JSON; generous
 MIN_FREE_DISK_BYTES = 1 * GIB
@@ -39,7 +47,6 @@ STATUS_OK, STATUS_MISSING, STATUS_NOTE = "ok", "MISSING", "note"
 @dataclass(frozen=True)
 class Finding:
     """One line of the report."""
-
     status: str  # "ok" | "MISSING" | "note"
     topic: str
     detail: str
@@ -52,7 +59,6 @@ class Finding:
 @dataclass
 class Report:
     """All findings for one plan on one host; `missing` are the blocking ones."""
-
     plan: str
     findings: list[Finding] = field(default_factory=list)
 
@@ -67,8 +73,6 @@ class Report:
 
 
 def _dist(*names: str) -> str | None:
-    from capsule.machine.software import installed_version
-
     found = installed_version(*names)
     return f"{found['distribution']} {found['version']}" if found else None
 
@@ -77,8 +81,6 @@ def probe_host(results_root: Path) -> HostFacts:
     """Gather GPU, torch, vLLM, memory and disk facts without importing torch or vLLM."""
     import psutil
 
-    from capsule.machine.gpu import probe_gpus
-    from capsule.machine.software import torch_build
 
     gpu = probe_gpus()
     gpus = tuple((str(g.get("name")), int(g.get("memory_total_bytes") or 0)) for g in gpu["gpus"])
@@ -107,13 +109,9 @@ def _gib(n: float) -> str:
 
 def model_directory(plan: Plan, model_dir: Path | None) -> tuple[Path | None, str]:
     """Where the weights should be (without fetching anything), and how that was decided."""
-    from capsule.artifacts.model_store import MODELS_ENV
-
     if model_dir is not None:
         return model_dir.expanduser(), "--model-dir"
     if plan.model.source == "embedded":
-        from capsule.artifacts.embedded_model import model_cache_dir
-
         return model_cache_dir(), "the capsule cache"
     root = os.environ.get(MODELS_ENV)
     if not root:
@@ -142,9 +140,6 @@ def model_facts(plan: Plan, directory: Path | None) -> ModelFacts:
 
 
 def _check_prompts(report: Report, plan: Plan, prompts_path: Path | None) -> None:
-    from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
-    from capsule.hashing import sha256_file
-
     if prompts_path is None and os.environ.get(PROMPTS_ENV):
         prompts_path = Path(os.environ[PROMPTS_ENV])
     path = prompts_path or prompts_cache_path()
@@ -157,9 +152,6 @@ def _check_prompts(report: Report, plan: Plan, prompts_path: Path | None) -> Non
 
 
 def _check_scorer_data(report: Report) -> None:
-    from ifeval_scorer.errors import ScorerError
-    from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
-
     try:
         punkt_tab_files()  # reads and verifies the pinned English Punkt model (no NLTK download)
     except ScorerError as error:
@@ -169,9 +161,6 @@ def _check_scorer_data(report: Report) -> None:
 
 
 def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str) -> bool:
-    from capsule.artifacts.embedded_model import MODEL_RECORD, verify_model_dir
-    from capsule.artifacts.model_store import verify_pinned_files
-
     model = plan.model
     where = f"{model.repo} at revision {model.revision}" if model.source == "hub" else model.name
     fix = ("run `capsule fetch model`" if model.source == "embedded" else

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capsule.pins import IFEVAL_PROMPTS_N
 from capsule.prereg.plan import Arm, Plan
 
 GIB = 1024**3
@@ -33,7 +34,6 @@ CPU_MAX_PARAMS = 1_000_000_000
 @dataclass(frozen=True)
 class HostFacts:
     """What this machine offers; gathered by `probe_host`, or made up by tests."""
-
     gpus: tuple[tuple[str, int], ...]  # (name, total memory bytes) per GPU
     gpu_reason: str | None  # why no GPU was listed
     torch_version: str | None
@@ -47,7 +47,6 @@ class HostFacts:
 @dataclass(frozen=True)
 class ModelFacts:
     """The model's directory (None if unresolvable), parameter count and KV-cache geometry."""
-
     directory: Path | None
     params: int | None
     params_source: str  # "safetensors headers" | "model name" | "unknown"
@@ -111,7 +110,6 @@ def kv_geometry(config: dict[str, Any]) -> tuple[int | None, int]:
 @dataclass(frozen=True)
 class ArmNeed:
     """One arm's estimated memory on the device it would use here, and why it needs a GPU (if it does)."""
-
     arm: str
     backend: str
     device: str  # "gpu" | "cpu" | "none" (fake backend)
@@ -179,8 +177,6 @@ def arm_need(arm: Arm, model: ModelFacts, host: HostFacts) -> ArmNeed:
 
 def arm_rows(plan: Plan, arm: Arm) -> int:
     """How many prompts the arm generates for (its subset's size, capped by max_prompts)."""
-    from capsule.pins import IFEVAL_PROMPTS_N
-
     subset = plan.prompts.subsets[arm.subset]
     rows = IFEVAL_PROMPTS_N if subset.rule == "all" else subset.n
     return min(rows, arm.max_prompts) if arm.max_prompts else rows

@@ -19,6 +19,9 @@ from capsule import __version__
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file
+from capsule.machine.diff import diff_manifests
+from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
+from capsule.prereg.ledger import utc_now
 from capsule.run_dir import RunDir
 
 Say = Callable[[str], None]  # where the pipeline tells the user what it is doing (one line each)
@@ -27,7 +30,6 @@ Say = Callable[[str], None]  # where the pipeline tells the user what it is doin
 @dataclass(frozen=True)
 class OpenRun:
     """An open run directory (its layout) and its identity record."""
-
     dir: RunDir
     record: dict[str, Any]
     resumed: bool
@@ -41,11 +43,6 @@ class OpenRun:
     def run_id(self) -> str:
         """The run's id: UTC start time and a short plan hash."""
         return str(self.record["run_id"])
-
-
-def utc_now() -> str:
-    """The current UTC time as ISO-8601 with a `Z` (second resolution)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_run_id(plan_sha256: str, now: datetime | None = None) -> str:
@@ -157,9 +154,6 @@ def start_manifest(
     """Write the run's manifest.json at its first start and return its digest; on resume, refuse a
     machine whose numerics-relevant fingerprint differs from the recorded one (BadInputError; its
     message ends with `new_run_hint`, the calling command's way to start afresh)."""
-    from capsule.machine.diff import diff_manifests
-    from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
-
     path = run.dir.manifest
     current = build_manifest(model_dir=model_dir, prompts_path=prompts_path)
     if not path.exists():

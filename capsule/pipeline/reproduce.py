@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capsule.artifacts.model_store import resolve_model_dir
+from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import VerificationError
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.pipeline.opening import Say, copy_plan, open_run_dir, start_manifest
@@ -28,7 +30,6 @@ from capsule.prereg.plan import Plan
 @dataclass(frozen=True)
 class ReproduceOptions:
     """Where things are and how to run: none of these change a result (the plan fixes those)."""
-
     plan_path: Path
     ledger_path: Path
     results_root: Path
@@ -44,7 +45,6 @@ class ReproduceOptions:
 @dataclass(frozen=True)
 class ReproduceResult:
     """What a finished reproduce left on disk."""
-
     run_dir: Path
     run_id: str
     headline: dict[str, Any]
@@ -56,7 +56,6 @@ class ReproduceResult:
 class SealedPlan:
     """A plan read once: the parsed plan, its file and bytes, its ledger record, and the verified
     ledger it was checked against."""
-
     plan: Plan
     file: Path
     data: bytes
@@ -84,8 +83,6 @@ def _relative(path: Path, root: Path) -> str:
 
 def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     """Run a sealed plan end to end (see the module docstring); resumable at every step."""
-    from capsule.artifacts.model_store import resolve_model_dir
-    from capsule.artifacts.pinned_prompts import fetch_prompts
     from capsule.evidence.signing import load_signing_key
     from capsule.pipeline.stage_generate import GenerateInputs, generate_all
     from capsule.pipeline.stage_score import analyse, model_tokenizer

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
-from capsule.generation.backends.fake import DRY_RUN_MODEL, dry_run_arm
+from capsule.generation.arm_runner import generate_arm, subset_keys
+from capsule.generation.backends import load_backend, reuse_key
+from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import RunDir
@@ -25,7 +27,6 @@ from ifeval_scorer import Prompt
 class GenerateInputs:
     """What every arm of one run is generated from: the verified prompts and model, and the hashes
     each arm's sidecar records (the sealed plan's, the run's manifest's)."""
-
     prompts: dict[int, Prompt]
     model_dir: Path | None
     plan_sha256: str
@@ -34,8 +35,6 @@ class GenerateInputs:
 
 def arm_keys(plan: Plan, arm: Arm, prompts: Mapping[int, Prompt]) -> list[int]:
     """The prompt keys an arm runs, from its declared subset rule."""
-    from capsule.generation.arm_runner import subset_keys
-
     return subset_keys(plan.prompts.subsets[arm.subset], dict(prompts))
 
 
@@ -57,16 +56,11 @@ def generate_all(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say
 ) -> None:
     """Generate every arm in plan order, reusing one loaded backend across arms that allow it."""
-    from capsule.generation.arm_runner import generate_arm
-    from capsule.generation.backends import load_backend, reuse_key
-
     arms = [
         dry_run_arm(arm) if dry_run else arm for arm in plan.arms
     ]
     tokenizer, model_dir = None, inputs.model_dir
     if dry_run:
-        from capsule.generation.backends.fake import FakeChatTokenizer
-
         tokenizer, model_dir = FakeChatTokenizer(supports_thinking=True), DRY_RUN_MODEL
     loaded: tuple[Any, Any] | None = None  # (reuse key, backend)
     try:

@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from capsule.analysis.derive import build_analysis
+from capsule.analysis.scorer_controls import stability_runs
 from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic, write_text_atomic
 from capsule.hashing import canonical_json, sha256_file
 from capsule.prereg.plan import Plan
 from capsule.run_dir import RunDir
-from ifeval_scorer import Prompt
+from ifeval_scorer import Prompt, letter_band, score
 
 Rows = list[dict[str, Any]]
 
@@ -49,8 +51,6 @@ def score_arms(
     bytes now on disk. With `reuse=False` every arm is scored afresh and nothing is written (the
     re-derivation check compares those scores with the stored ones).
     """
-    from ifeval_scorer import score
-
     scores: dict[str, Rows] = {}
     for arm in plan.arms:
         rows = generations.get(arm.name) or []
@@ -76,8 +76,6 @@ def score_arms(
 
 def score_fn_for(prompts: Mapping[int, Prompt]) -> Callable[[Sequence[Mapping[str, Any]], int | None], Rows]:
     """The scorer as the controls call it: rows and a seed (None = upstream's unseeded draw)."""
-    from ifeval_scorer import score
-
     def run(rows: Sequence[Mapping[str, Any]], seed: int | None) -> Rows:
         return list(score(rows, seed=seed, prompts=prompts).rows)
 
@@ -88,8 +86,6 @@ def band_fn_for(
     prompts: Mapping[int, Prompt], seed: int
 ) -> Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Any]]:
     """The scorer's exhaustive letter band, as the scorer-stability control calls it."""
-    from ifeval_scorer import letter_band
-
     def run(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
         return letter_band(rows, seed=seed, prompts=prompts).as_dict()
 
@@ -101,8 +97,6 @@ def stability_scores(
 ) -> dict[str, list[Rows]]:
     """The unseeded scorer runs of each scorer_stability control, made once and stored, so that
     analysis.json can later be re-derived from the files alone."""
-    from capsule.analysis.scorer_controls import stability_runs
-
     stored: dict[str, list[Rows]] = {}
     for control in plan.controls:
         if control.kind != "scorer_stability" or not generations.get(control.arms[0]):
@@ -130,8 +124,6 @@ def derive_analysis(
     and the plan's rules. A pure function of those files, so anyone can re-derive it; `rescore`
     ignores the stored scores and scores the generations afresh (nothing is written). The scorer
     keeps its NLTK data in the capsule's cache (`use_cache_for_scorer`)."""
-    from capsule.analysis.derive import build_analysis
-
     use_cache_for_scorer()
     generations = load_generations(run, plan)
     scores = score_arms(run, plan, generations, prompts, reuse=not rescore)

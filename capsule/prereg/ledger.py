@@ -37,10 +37,8 @@ from capsule.prereg.loader import PLAN_FILE, plan_file
 
 __all__ = [
     "DEFAULT_LEDGER",
-    "GENESIS",
     "Ledger",
     "check_sealed",
-    "entry_hash",
     "require_sealed",
     "utc_now",
     "verify_ledger",
@@ -56,7 +54,6 @@ def utc_now() -> str:
 
 class Ledger:
     """A loaded ledger: its entries, and the root its paths are relative to."""
-
     def __init__(self, path: Path, root: Path, entries: list[dict[str, Any]], size: int) -> None:
         self.path, self.root, self.entries, self._size = path, root, entries, size
 

@@ -16,6 +16,7 @@ from typing import Any
 from capsule.errors import BadInputError
 from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
+from capsule.prereg.checks import check_plan
 from capsule.prereg.control_kinds import CONTROL_KINDS, control_kind
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import (
@@ -211,7 +212,6 @@ def parse_plan(text: str, path: Path) -> Plan:
         comparisons=tuple(parse_comparison(s) for s in _tables(top, "comparisons", "comparison")),
         verdict=parse_verdict(top),
     )
-    from capsule.prereg.checks import check_plan
 
     check_plan(plan)
     return plan

@@ -23,6 +23,7 @@ from capsule.errors import BadInputError
 from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
 from capsule.report.headline import headline_line
+from capsule.report.plots import render_plots
 from capsule.report.report_input import ReportInput
 from capsule.run_dir import RESULTS, RunDir
 
@@ -145,8 +146,6 @@ def render_outputs(run_dir: Path, *, fingerprint: str | None = None, plots: bool
     files: dict[str, bytes] = {}
     shown = data.plots
     if plots:
-        from capsule.report.plots import render_plots  # matplotlib only when plotting
-
         rendered = render_plots(data.analysis, run_dir)
         files = {RunDir.plot_relative(name): png for name, png in rendered.items()}
         shown = tuple(files)

@@ -12,7 +12,8 @@ import pytest
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
-from capsule.prereg.ledger import GENESIS, Ledger, entry_hash, require_sealed, verify_ledger
+from capsule.prereg.chain import GENESIS, entry_hash
+from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
 from capsule.prereg.sealing import amend_plan, seal_plan
 
 

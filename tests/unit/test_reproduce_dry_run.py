@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.generation import arm_runner as generate_module
+from capsule.pipeline import stage_generate as generate_module  # where reproduce looks generate_arm up
 
 
 def _run(*args: str) -> object:

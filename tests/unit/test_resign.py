@@ -46,9 +46,7 @@ def test_unchanged_report_is_not_resigned(signed_run: Path) -> None:
 
 
 def test_new_rendering_is_resigned_and_verifies(signed_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from capsule.report import plots as plots_module
-
-    real, real_plots = report_module.render_report, plots_module.render_plots
+    real, real_plots = report_module.render_report, report_module.render_plots
     better = "\nA better sentence.\n"
     renders: list[str] = []
 
@@ -61,7 +59,7 @@ def test_new_rendering_is_resigned_and_verifies(signed_run: Path, monkeypatch: p
         return real_plots(*args, **kwargs)
 
     monkeypatch.setattr(report_module, "render_report", render)
-    monkeypatch.setattr(plots_module, "render_plots", render_plots)
+    monkeypatch.setattr(report_module, "render_plots", render_plots)  # as the report looks it up
     analysis = (signed_run / "analysis.json").read_bytes()
     result = _resign(signed_run)
     assert result.exit_code == 0, result.output + result.stderr

@@ -32,14 +32,12 @@ if TYPE_CHECKING:
 
 class BackendOutOfMemoryError(CapsuleError):
     """The backend ran out of memory; the batch size is reported and never reduced silently."""
-
     exit_code = 2
 
 
 @dataclass(frozen=True)
 class Request:
     """One prompt to complete: its key and the token ids `capsule.generation.chat` rendered for it."""
-
     key: int
     input_ids: tuple[int, ...]
 
@@ -47,7 +45,6 @@ class Request:
 @dataclass(frozen=True)
 class Completion:
     """A backend's answer to one request: generated ids (stop token included) and why it stopped."""
-
     token_ids: tuple[int, ...]
     finish_reason: Literal["stop", "length"]
 
@@ -58,7 +55,6 @@ DoneCallback = Callable[[int, Completion], None]
 @runtime_checkable
 class Backend(Protocol):
     """What `capsule.generation.arm_runner` needs from a backend."""
-
     name: str
     scope: Literal["batch", "arm"]
 
@@ -145,7 +141,6 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
 
 
 __all__ = [
-    "SPECS",
     "Backend",
     "BackendOutOfMemoryError",
     "Completion",
