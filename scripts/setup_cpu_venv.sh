@@ -62,7 +62,7 @@ echo "$deps_site" > "$site/_capsule_deps.pth"
 # the stack's command-line tools (ruff, mypy, hadolint, ...) beside this venv's python
 for tool in "$deps"/bin/*; do
   name=$(basename "$tool")
-  case "$name" in python*|pip*|activate*|Activate*|capsule) continue ;; esac
+  case "$name" in python*|pip*|activate*|Activate*|capsule|__pycache__) continue ;; esac
   [ -e "$venv/bin/$name" ] || ln -s "$tool" "$venv/bin/$name"
 done
 "$deps/bin/python" -m pip --disable-pip-version-check --python "$venv/bin/python" install --quiet --no-deps -e .
