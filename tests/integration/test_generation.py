@@ -1,10 +1,14 @@
 """Real generation on the embedded model under transformers and vLLM (slow; part of `make test`).
 
-8 prompts x 32 new tokens, greedy bf16. Asserted: identical input-id hashes across backends, greedy
-reruns byte-identical, SIGKILL + resume loses and duplicates nothing (and for hf equals an
-uninterrupted run). Measured and printed, not asserted: identical counts for batch 1 vs 8 and
-across backends. One hf model and at most two vLLM engines are loaded in this process; the kill
-tests run the CLI in a subprocess (which loads its own copy).
+8 prompts x 32 new tokens, greedy; transformers in bf16, vLLM in fp32. Asserted: identical input-id
+hashes across backends, greedy reruns byte-identical, SIGKILL + resume loses and duplicates nothing
+(and for hf equals an uninterrupted run). Measured and printed, not asserted: identical counts for
+batch 1 vs 8. vLLM runs in fp32 because its bf16 reruns on one engine are not byte-identical on
+every CPU of this kind: on a 2-core Xeon with AVX-512, avx512_bf16 and AMX, two bf16 batch-8 runs
+on one engine gave 6/8 identical in 3 of 6 tries (8/8 in the others); the bf16 cross-backend and
+batch contrasts are measured by the smoke plan's controls instead. One hf model and at most two
+vLLM engines are loaded in this process; the kill tests run the CLI in a subprocess (which loads
+its own copy).
 """
 
 from __future__ import annotations
@@ -32,9 +36,12 @@ N_PROMPTS, MAX_NEW = 8, 32
 RESULTS: dict[str, ArmResult] = {}
 
 
+DTYPE = {"hf": "bfloat16", "vllm": "float32"}  # why vLLM is fp32: the module docstring
+
+
 def arm_for(backend: str, batch_size: int, name: str) -> Target:
     """The arm `capsule generate` builds ad hoc, so CLI and in-process runs can resume each other."""
-    options = AdhocOptions(name, backend, "bfloat16", batch_size, "file", 0, MAX_NEW)
+    options = AdhocOptions(name, backend, DTYPE[backend], batch_size, "file", 0, MAX_NEW)
     return adhoc_target(options, "", N_PROMPTS, None, dry_run=False)
 
 
@@ -81,6 +88,8 @@ def kill_mid_arm(kind: str, batch_size: int, name: str, out: Path, min_rows: int
         "generate",
         "--backend",
         kind,
+        "--dtype",
+        DTYPE[kind],
         "--batch-size",
         str(batch_size),
         "--max-new-tokens",
@@ -191,7 +200,7 @@ def test_vllm_same_inputs_as_hf_rerun_identical(
         report(
             capsys,
             record_property,
-            "vLLM vs hf bf16 batch 8 identical",
+            "vLLM fp32 vs hf bf16 batch 8 identical",
             f"{identical(first, RESULTS['hf8'])}/{N_PROMPTS}",
         )
     describe = json.loads(first.meta_path.read_text())["backend"]
@@ -207,7 +216,7 @@ def test_vllm_batch_size_and_sigkill_resume(
         report(
             capsys,
             record_property,
-            "vLLM bf16 max_num_seqs 1 vs 8 identical",
+            "vLLM fp32 max_num_seqs 1 vs 8 identical",
             f"{identical(bs1, RESULTS['vllm8'])}/{N_PROMPTS}",
         )
     on_disk = kill_mid_arm("vllm", 1, "bs1", tmp_path / "killed", min_rows=1, timeout=600)
