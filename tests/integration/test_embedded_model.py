@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,23 @@ def test_transformers_loads_and_generates_greedily(embedded_model_dir: Path) -> 
     assert torch.equal(first, second)
     text = tokenizer.decode(first[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in text
+
+
+def test_hf_backend_applies_the_arms_env(embedded_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sealed env on an hf arm reaches the process while the model is loaded, is recorded in the
+    backend's description (so in every generations meta), and is undone by close()."""
+    from dataclasses import replace
+
+    from capsule.generation.backends import load_backend
+    from capsule.generation.targets import adhoc_target
+    from capsule.prereg.adhoc import AdhocOptions
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    arm = adhoc_target(AdhocOptions("env", "hf", "float32", 1, "file", 0, 4), "", 1, None, dry_run=False).arm
+    backend = load_backend("hf", embedded_model_dir, replace(arm, env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}))
+    try:
+        assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == ":4096:8"
+        assert backend.describe()["env"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        backend.close()
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ

@@ -19,6 +19,7 @@ from capsule.generation.backends import (
     Request,
     arm_options,
 )
+from capsule.generation.backends.arm_env import ArmEnv
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS
@@ -43,6 +44,7 @@ class HFBackend:
         self.options = arm_options(self.name, arm)
         self.loader = resolve_loader(model_dir, loader)  # refuses a plan/config.json mismatch
         self.auto_class = MODEL_LOADERS[self.loader]
+        self._env = ArmEnv(arm.env)  # before torch initialises its threads and any CUDA context
         import torch
         import transformers
 
@@ -60,12 +62,14 @@ class HFBackend:
             device = str(self.options["device"] or ("cuda" if torch.cuda.is_available() else "cpu"))
             self.model.to(device)  # type: ignore[arg-type]
         except (RuntimeError, MemoryError) as error:
+            self._env.restore()
             if _is_oom(error):
                 raise BackendOutOfMemoryError(f"out of memory loading {model_dir} in {arm.dtype}") from error
             raise
         self.model.eval()
         self._versions = {"torch": torch.__version__, "transformers": transformers.__version__}
         self._device = str(self.model.device)
+        self._env_recorded = self._env.recorded()
 
     def _pad_id(self, model_dir: Path) -> int:
         path = model_dir / "generation_config.json"
@@ -146,6 +150,7 @@ class HFBackend:
             "dtype": self.dtype_name,
             "device": self._device,
             "options": dict(self.options),
+            "env": self._env_recorded,
             "torch_num_threads": torch.get_num_threads(),
             "torch_num_interop_threads": torch.get_num_interop_threads(),
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
@@ -158,8 +163,9 @@ class HFBackend:
         }
 
     def close(self) -> None:
-        """Drop the model so its memory can be reclaimed."""
+        """Drop the model so its memory can be reclaimed; restore the env vars the arm set."""
         import gc
 
         self.model = None
         gc.collect()
+        self._env.restore()

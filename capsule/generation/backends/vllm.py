@@ -15,7 +15,6 @@ build one need an `if __name__ == "__main__":` guard (vLLM starts its engine wit
 from __future__ import annotations
 
 import gc
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +26,7 @@ from capsule.generation.backends import (
     Request,
     arm_options,
 )
+from capsule.generation.backends.arm_env import ArmEnv
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 from capsule.prereg.backend_specs import SPECS
@@ -88,8 +88,7 @@ class VLLMBackend:
         self.batch_size = arm.batch_size
         self.dtype_name = arm.dtype
         self.stop_ids = stop_token_ids(model_dir)
-        self._saved_env = {k: os.environ.get(k) for k in arm.env}
-        os.environ.update(arm.env)  # read by the engine process when it starts; restored by close()
+        self._env = ArmEnv(arm.env)  # read by the engine process when it starts; restored by close()
         import vllm
 
         kwargs: dict[str, Any] = {k: v for k, v in self.options.items() if v is not None}
@@ -103,7 +102,7 @@ class VLLMBackend:
                 **kwargs,
             )
         except (ValueError, RuntimeError, MemoryError) as error:
-            self._restore_env()
+            self._env.restore()
             if "memory" in str(error).lower():
                 raise BackendOutOfMemoryError(
                     f"vLLM out of memory building the engine with max_num_seqs={arm.batch_size} ({error}); "
@@ -111,7 +110,7 @@ class VLLMBackend:
                 ) from error
             raise
         self._versions = {"vllm": vllm.__version__, "torch": torch.__version__}
-        self._env_recorded = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("VLLM_", "OMP_"))}
+        self._env_recorded = self._env.recorded()
 
     def _params(self, decoding: Decoding, max_new_tokens: int, seed: int) -> Any:
         from vllm import SamplingParams
@@ -206,13 +205,6 @@ class VLLMBackend:
             "sampling_method": "per request: SamplingParams.seed = request_seed(arm seed, key)",
         }
 
-    def _restore_env(self) -> None:
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
     def close(self) -> None:
         """Shut the engine process down and free its memory; restore the env vars the arm set."""
         llm = getattr(self, "llm", None)
@@ -223,4 +215,4 @@ class VLLMBackend:
                 self.llm = None
                 del llm
                 gc.collect()
-        self._restore_env()
+        self._env.restore()
