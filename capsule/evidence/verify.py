@@ -44,11 +44,17 @@ class VerifySummary:
     plan_seq: Any
     start_seq: Any
     bundle_seq: Any
-    ledger_path: Path
+    ledger_path: Path | None  # None: checked without a ledger (signature and digests only)
     ledger_entries: int
 
     def line(self) -> str:
         """One line: files, signature (and which key), plan seal order, ledger."""
+        if self.ledger_path is None:
+            return (
+                f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
+                f"{self.fingerprint[:16]} ({self.key_source}); plan {self.plan_path}; not in this ledger "
+                "(signature and digests only)"
+            )
         return (
             f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
             f"{self.fingerprint[:16]} ({self.key_source}); plan {self.plan_path} sealed at ledger entry "
@@ -224,8 +230,9 @@ def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelo
     return plan_entry.get("seq"), entries[start].get("seq"), bundle_entry.get("seq")
 
 
-def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> VerifySummary:
-    """Verify a bundled run directory against its signature, its files and the ledger; see module doc."""
+def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) -> VerifySummary:
+    """Verify a bundled run directory against its signature, its files and the ledger; see module doc.
+    `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record)."""
     on_disk = list_run_files(run_dir)  # rejects symlinks and odd files before anything is read
     bundle_bytes, bundle = _read_index(run_dir)
     key, key_source = _choose_key(run_dir, pubkey)
@@ -245,6 +252,11 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> Veri
     if plan_item is not None and plan_item["sha256"] != bundle["plan"]["sha256"]:
         raise VerificationError(
             f"{PLAN_COPY}: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
+        )
+    if ledger_path is None:
+        return VerifySummary(
+            bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
+            bundle["plan"]["path"], None, None, None, None, 0,
         )
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
