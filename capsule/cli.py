@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "report": "capsule.commands.report:report",
     "check-numbers": "capsule.commands.check_numbers:check_numbers",
     "compare": "capsule.commands.compare:compare",
+    "import": "capsule.commands.import_run:import_run",
 }
 
 

@@ -24,6 +24,7 @@ from capsule.analysis.outcomes import outcomes_from_scores
 from capsule.analysis.paired import paired_comparison
 from capsule.atomic import read_jsonl_complete
 from capsule.errors import BadInputError
+from capsule.evidence.finished import check_complete, read_analysis, read_bundle
 from capsule.evidence.verify import VerifySummary, verify_run
 from capsule.machine.diff import NUMERICS, diff_manifests
 from capsule.prereg.ledger import Ledger
@@ -31,7 +32,6 @@ from capsule.prereg.metrics import ALL_METRICS
 from capsule.run_dir import RunDir
 
 LABELS = ("A", "B")
-COMPLETE = "complete"
 
 
 @dataclass(frozen=True)
@@ -58,58 +58,14 @@ def run_in_ledger(ledger_path: Path, run_id: str) -> bool:
 def verify_side(run_dir: Path, ledger_path: Path) -> VerifySummary:
     """The one place `compare` verifies a run: signature and every digest, and the ledger entry when
     this repository's ledger records the run (VerificationError, exit 3, on any failure)."""
-    run_id = _bundle(run_dir).get("run_id")
+    run_id = read_bundle(run_dir).get("run_id")
     in_ledger = isinstance(run_id, str) and run_in_ledger(ledger_path, run_id)
     return verify_run(run_dir, pubkey=None, ledger_path=ledger_path if in_ledger else None)
 
 
-def _bundle(run_dir: Path) -> dict[str, Any]:
-    path = RunDir(run_dir).bundle
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _analysis(run_dir: Path) -> dict[str, Any]:
-    path = RunDir(run_dir).analysis
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise BadInputError(f"{path}: not readable JSON ({error}); is the run complete?") from error
-    if not isinstance(value, dict) or not isinstance(value.get("arms"), dict) or "verdict_rule" not in value:
-        raise BadInputError(f"{path}: not a capsule analysis (no arms or verdict_rule)")
-    return value
-
-
-def check_complete(run_dir: Path) -> list[str]:
-    """The run's arm names, once the run is complete: signed, analysed, every arm's generations
-    complete (BadInputError naming what is missing otherwise)."""
-    run = RunDir(run_dir)
-    for path, what in ((run.envelope, "no signed bundle"), (run.analysis, "no analysis.json")):
-        if not path.is_file():
-            raise BadInputError(
-                f"{run_dir}: run is incomplete ({what}); finish it with `capsule reproduce` first"
-            )
-    arms = list(_analysis(run_dir)["arms"])
-    for arm in arms:
-        meta_path = run.generations_meta(arm)
-        try:
-            status = json.loads(meta_path.read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError):
-            status = None
-        if status != COMPLETE:
-            raise BadInputError(
-                f"{meta_path}: arm {arm} is {status or 'missing'}, not complete; the run is "
-                "incomplete (finish it with `capsule reproduce`)"
-            )
-    return arms
-
-
 def check_same_plan(run_a: Path, run_b: Path) -> None:
     """Both runs must name the same plan path and bytes (BadInputError, exit 2)."""
-    plan_a, plan_b = _bundle(run_a).get("plan"), _bundle(run_b).get("plan")
+    plan_a, plan_b = read_bundle(run_a).get("plan"), read_bundle(run_b).get("plan")
     if plan_a != plan_b:
         raise BadInputError(
             f"{run_a} and {run_b} are runs of different plans ({_plan_text(plan_a)} vs "
@@ -180,7 +136,7 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> dict[str, An
     summaries = [verify_side(path, ledger_path) for path in (run_a, run_b)]
     check_same_plan(run_a, run_b)
     dirs = (RunDir(run_a), RunDir(run_b))
-    analyses = [_analysis(path) for path in (run_a, run_b)]
+    analyses = [read_analysis(path) for path in (run_a, run_b)]
     rule, claim = analyses[0]["verdict_rule"], analyses[0]["claim"]
     sides = [
         RunSide(str(path), summary.run_id, summary.line(), summary.ledger_path is not None, analysis)
@@ -191,7 +147,7 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> dict[str, An
     diff = diff_manifests(_manifest(dirs[0]), _manifest(dirs[1]))
     return {
         "schema": "capsule.compare/1",
-        "plan": _bundle(run_a).get("plan"),
+        "plan": read_bundle(run_a).get("plan"),
         "runs": {label: {k: v for k, v in asdict(side).items() if k != "analysis"}
                  for label, side in zip(LABELS, sides, strict=True)},
         "claim": {

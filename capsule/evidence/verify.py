@@ -175,10 +175,36 @@ def _load_ledger(ledger_path: Path) -> Any:
     return ledger
 
 
-def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
+def _check_import(ledger: Any, ledger_path: Path, bundle: dict[str, Any], imported: dict[str, Any],
                   fingerprint: str) -> tuple[Any, Any, Any]:
-    """Plan sealed before the run's start head; a bundle entry pins this envelope and key."""
+    """A run made elsewhere and imported (`capsule import`): the import entry pins this envelope and
+    key, and names this ledger's record of the run's plan (its order against the run's start was
+    checked in the foreign chain when the run was imported)."""
+    seal = next((e for e in ledger.entries if e.get("hash") == imported.get("seal")), None)
+    plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
+    if seal is None or seal.get("path") != plan_path or seal.get("sha256") != plan_sha:
+        raise VerificationError(
+            f"ledger {ledger_path}: import entry {imported.get('seq')} names seal {imported.get('seal')}, "
+            f"which does not record the run's plan {plan_path} at sha256 {plan_sha}"
+        )
+    if imported.get("key_fingerprint") != fingerprint:
+        raise VerificationError(
+            f"ledger import entry {imported.get('seq')} records key {imported.get('key_fingerprint')}, "
+            f"the bundle is signed by {fingerprint}"
+        )
+    return seal.get("seq"), f"{imported.get('foreign_start_seq')} of the imported chain", imported.get("seq")
+
+
+def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
+                 fingerprint: str) -> tuple[Any, Any, Any]:
+    """Plan sealed before the run's start head; a bundle entry pins this envelope and key (or, for a
+    run imported from another machine, an import entry does). Returns the seqs of the plan record,
+    the start head and the bundle (or import) entry."""
     entries: list[dict[str, Any]] = ledger.entries
+    imported = [e for e in entries if e.get("kind") == "import" and e.get("run_id") == bundle["run_id"]
+                and e.get("sha256") == envelope_sha256]
+    if imported:
+        return _check_import(ledger, ledger_path, bundle, imported[-1], fingerprint)
     position = {entry["hash"]: index for index, entry in enumerate(entries)}
     head = bundle["ledger_heads"]["at_start"]
     if head not in position:
@@ -260,7 +286,7 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) 
         )
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
-    plan_seq, start_seq, bundle_seq = _check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
+    plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
