@@ -175,3 +175,14 @@ def test_a_foreign_ledger_with_an_edited_entry_is_refused(setup: tuple[Path, Pat
     their_ledger.write_bytes(b"".join(canonical_json(e) + b"\n" for e in entries))
     _refused(ours, _import(ours, run, their_ledger), 3, "hash differs")
     _assert_nothing_appended(ours, before)
+
+
+def test_an_import_entry_naming_no_plan_record_breaks_the_chain(setup: tuple[Path, Path, Path]) -> None:
+    ours, run, their_ledger = setup
+    assert _import(ours, run, their_ledger).exit_code == 0
+    entries = Ledger.load(ours / LEDGER).entries
+    entries[-1]["seal"] = entries[-1]["foreign_entry"]  # a hash that is no seal or amend of this ledger
+    entries[-1]["hash"] = entry_hash(entries[-1])
+    (ours / LEDGER).write_bytes(b"".join(canonical_json(e) + b"\n" for e in entries))
+    result = _invoke(ours, "prereg", "verify")
+    assert result.exit_code == 3 and "no earlier seal or amend" in result.output + result.stderr
