@@ -81,9 +81,10 @@ def _refuse_adhoc_options(ctx: click.Context) -> None:
     """With --plan the arm's settings are the plan's: an ad-hoc option given too would be ignored
     silently, so it is refused (BadInputError naming it)."""
     given = [
-        f"--{name.replace('_', '-')}"
-        for name in ADHOC_OPTIONS
-        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in ADHOC_OPTIONS
+        and ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT
     ]
     if given:
         raise BadInputError(
