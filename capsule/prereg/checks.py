@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
-from capsule.pins import IFEVAL_PROMPTS_N, IFEVAL_PROMPTS_SHA256
+from capsule.pins import IFEVAL_PROMPTS_SHA256
 from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.metrics import COMPOSITES, METRICS
 from capsule.prereg.plan import Arm, Control, Plan
@@ -165,13 +165,6 @@ def check_plan(plan: Plan) -> None:
             f"sha256 {plan.prompts.sha256} is not the pinned prompt file; the capsule fetches and scores "
             f"only {IFEVAL_PROMPTS_SHA256} (capsule/pins.py), so seal that",
         )
-    for subset in plan.prompts.subsets.values():
-        if subset.n > IFEVAL_PROMPTS_N:
-            raise _fail(
-                plan,
-                f"subset {subset.name!r}",
-                f"n = {subset.n} exceeds the {IFEVAL_PROMPTS_N} pinned prompts",
-            )
     for arm in plan.arms:
         if arm.subset not in plan.prompts.subsets:
             raise _fail(

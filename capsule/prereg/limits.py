@@ -6,12 +6,14 @@ is allocated or started first. The bounds are generous, several times what any s
 (the largest today: max_new_tokens 16384, batch_size 48, k 10, bootstrap_resamples 10000), and they
 only stop settings that would run for days or ask for terabytes. prereg/README.md lists them.
 Backend options carry their own ranges beside their declaration (`capsule.prereg.backend_specs`);
-a subset's n is bounded by the pinned prompt file (`capsule.pins.IFEVAL_PROMPTS_N`).
+a count of prompts by the pinned prompt file (`capsule.pins.IFEVAL_PROMPTS_N`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from capsule.pins import IFEVAL_PROMPTS_N
 
 
 @dataclass(frozen=True)
@@ -41,3 +43,9 @@ BOOTSTRAP_RESAMPLES = Limit(
     "100000 x 541), and 10000 "
     "already puts the percentile's Monte Carlo error well under the interval's width",
 )
+PROMPTS = Limit(
+    IFEVAL_PROMPTS_N, f"the pinned prompt file holds {IFEVAL_PROMPTS_N} prompts"
+)  # a subset's n, and min_n / min_pairs (more could only ever read UNDERPOWERED)
+TABLES = Limit(
+    256, "each arm is a whole generation run and each comparison a bootstrap; sealed plans have 14 at most"
+)  # [[arms]], [[controls]], [[comparisons]] and [prompts.subsets] entries of one plan

@@ -18,7 +18,7 @@ from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
 from capsule.prereg.checks import check_plan
 from capsule.prereg.control_kinds import CONTROL_KINDS, control_kind
-from capsule.prereg.limits import BOOTSTRAP_RESAMPLES, STABILITY_REPEATS
+from capsule.prereg.limits import BOOTSTRAP_RESAMPLES, PROMPTS, STABILITY_REPEATS, TABLES
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import (
     Claim,
@@ -91,6 +91,8 @@ def parse_prompts(top: Section) -> PromptSet:
     subsets_table = s.sub("subsets", "[prompts.subsets]")
     if not subsets_table.data:
         raise subsets_table.fail("declare at least one subset")
+    if len(subsets_table.data) > TABLES.high:
+        raise subsets_table.fail(f"{len(subsets_table.data)} subsets; a plan may have at most {TABLES.high}")
     subsets: dict[str, Subset] = {}
     for name, table in subsets_table.data.items():
         sub = Section(s.file, f"subset {name!r}", table)
@@ -100,7 +102,7 @@ def parse_prompts(top: Section) -> PromptSet:
         rule = sub.text("rule", SUBSET_RULES)
         required = {"all": ("rule",), "first": ("rule", "n"), "seeded_sample": ("rule", "n", "seed")}[rule]
         sub.keys(required)
-        n = sub.integer("n", 1) if "n" in required else 0
+        n = sub.integer("n", 1, limit=PROMPTS) if "n" in required else 0
         seed = sub.integer("seed", 0) if "seed" in required else 0
         subsets[name] = Subset(name, rule, n, seed)
     return PromptSet(sha, subsets)
@@ -155,10 +157,10 @@ def parse_verdict(top: Section) -> VerdictRule:
         metric=s.text("metric", ALL_METRICS),
         interval=s.text("interval", INTERVALS),
         confidence=s.number("confidence", 0.5, 0.9999),
-        min_n=s.integer("min_n", 1),
+        min_n=s.integer("min_n", 1, limit=PROMPTS),
         bootstrap_resamples=s.integer("bootstrap_resamples", 0, limit=BOOTSTRAP_RESAMPLES),
         bootstrap_seed=s.integer("bootstrap_seed", 0),
-        min_pairs=s.integer("min_pairs", 1),
+        min_pairs=s.integer("min_pairs", 1, limit=PROMPTS),
     )
 
 
@@ -166,6 +168,8 @@ def _tables(top: Section, key: str, label: str) -> list[Section]:
     value = top.data.get(key, [])
     if not isinstance(value, list):
         raise top.fail(f"{key!r} must be an array of tables ([[{key}]])")
+    if len(value) > TABLES.high:
+        raise top.fail(f"{len(value)} [[{key}]] tables; a plan may have at most {TABLES.high} ({TABLES.why})")
     sections = []
     for index, table in enumerate(value):
         name = table.get("name") if isinstance(table, dict) else None

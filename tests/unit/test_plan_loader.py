@@ -163,7 +163,8 @@ def test_unknown_subset(smoke_copy: Path) -> None:
 
 
 def test_subset_too_large(smoke_copy: Path) -> None:
-    assert "exceeds the 541 pinned prompts" in refused(edit(smoke_copy, "n = 8", "n = 600"))
+    message = refused(edit(smoke_copy, "n = 8", "n = 600"))
+    assert "'n' is 600; it must be at most 541 (the pinned prompt file holds 541 prompts)" in message
 
 
 def test_seeded_subset_needs_seed(smoke_copy: Path) -> None:

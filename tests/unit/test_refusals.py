@@ -19,7 +19,7 @@ from capsule.cli import cli
 from capsule.errors import BadInputError
 from capsule.pins import IFEVAL_PROMPTS_N, IFEVAL_PROMPTS_SHA256
 from capsule.prereg.backend_specs import BACKENDS
-from capsule.prereg.limits import BATCH_SIZE, BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS, STABILITY_REPEATS
+from capsule.prereg.limits import BATCH_SIZE, BOOTSTRAP_RESAMPLES, MAX_NEW_TOKENS, STABILITY_REPEATS, TABLES
 from capsule.prereg.loader import load_plan
 from capsule.prereg.numerics_env import NUMERICS_ENV
 from capsule.run_dir import RunDir
@@ -193,7 +193,9 @@ def test_every_allowed_variable_loads(study: Path) -> None:
         ("k = 3", "k = 1000000", f"'k' is 1000000; it must be at most {STABILITY_REPEATS.high}"),
         ("max_new_tokens = 48", "max_new_tokens = 10000000", f"it must be at most {MAX_NEW_TOKENS.high}"),
         ("batch_size = 4", "batch_size = 100000", f"it must be at most {BATCH_SIZE.high}"),
-        ("n = 8", "n = 100000", f"exceeds the {IFEVAL_PROMPTS_N} pinned prompts"),
+        ("n = 8", "n = 100000", f"'n' is 100000; it must be at most {IFEVAL_PROMPTS_N}"),
+        ("min_n = 8", "min_n = 542", f"'min_n' is 542; it must be at most {IFEVAL_PROMPTS_N}"),
+        ("min_pairs = 50", "min_pairs = 1000", f"'min_pairs' is 1000; it must be at most {IFEVAL_PROMPTS_N}"),
         ("\nseed = 0", f"\nseed = {2**70}", f"at most {2**63 - 1} (TOML integers are signed 64-bit)"),
         ("scorer_seed = 0", "scorer_seed = " + "9" * 5000, "not valid TOML"),
         ("gpu_memory_utilization = 0.3", "gpu_memory_utilization = 5.0", "it must lie in [0.01, 1.0]"),
@@ -206,6 +208,16 @@ def test_plan_counts_beyond_their_bounds_are_refused_with_the_bound(
 ) -> None:
     edit(study, old, new)
     seal_refused(repo_copy, study, fragment)
+
+
+def test_a_plan_with_too_many_arms_is_refused(repo_copy: Path, study: Path) -> None:
+    text = study.read_text(encoding="utf-8")
+    start = text.index("[[arms]]")
+    end = text.index("[[arms]]", start + 1)
+    arm = text[start:end]
+    extra = "".join(arm.replace('name = "hf-bf16-b4"', f'name = "extra-{i}"', 1) for i in range(TABLES.high))
+    study.write_text(text[:start] + extra + text[start:], encoding="utf-8")
+    seal_refused(repo_copy, study, f"[[arms]] tables; a plan may have at most {TABLES.high}")
 
 
 def test_a_plan_sealing_another_prompt_file_is_refused_at_seal_time(repo_copy: Path, study: Path) -> None:
