@@ -18,6 +18,7 @@ from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
 from capsule.prereg.checks import check_plan
 from capsule.prereg.control_kinds import CONTROL_KINDS, control_kind
+from capsule.prereg.limits import BOOTSTRAP_RESAMPLES, PROMPTS, STABILITY_REPEATS, TABLES
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import (
     Claim,
@@ -30,22 +31,15 @@ from capsule.prereg.plan import (
     VerdictRule,
 )
 from capsule.prereg.tables import Section
+from capsule.run_dir import name_problem
 
 PLAN_FILE = "plan.toml"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")  # arm / plan names become file names
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 MODEL_SOURCES = ("embedded", "hub", "path")
 LOADERS = tuple(MODEL_LOADERS)
 SUBSET_RULES = ("all", "first", "seeded_sample")
 INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
-
-
-def _name(section: Section, key: str = "name") -> str:
-    value = section.text(key)
-    if not NAME_RE.match(value):
-        raise section.fail(f"{key} {value!r} must match {NAME_RE.pattern} (it names files)")
-    return value
 
 
 def _sha(section: Section, key: str, value: Any) -> str:
@@ -97,15 +91,18 @@ def parse_prompts(top: Section) -> PromptSet:
     subsets_table = s.sub("subsets", "[prompts.subsets]")
     if not subsets_table.data:
         raise subsets_table.fail("declare at least one subset")
+    if len(subsets_table.data) > TABLES.high:
+        raise subsets_table.fail(f"{len(subsets_table.data)} subsets; a plan may have at most {TABLES.high}")
     subsets: dict[str, Subset] = {}
     for name, table in subsets_table.data.items():
         sub = Section(s.file, f"subset {name!r}", table)
-        if not NAME_RE.match(name):
-            raise sub.fail(f"name must match {NAME_RE.pattern}")
+        problem = name_problem(name)
+        if problem is not None:
+            raise sub.fail(f"name {problem}")
         rule = sub.text("rule", SUBSET_RULES)
         required = {"all": ("rule",), "first": ("rule", "n"), "seeded_sample": ("rule", "n", "seed")}[rule]
         sub.keys(required)
-        n = sub.integer("n", 1) if "n" in required else 0
+        n = sub.integer("n", 1, limit=PROMPTS) if "n" in required else 0
         seed = sub.integer("seed", 0) if "seed" in required else 0
         subsets[name] = Subset(name, rule, n, seed)
     return PromptSet(sha, subsets)
@@ -116,10 +113,10 @@ def parse_control(s: Section) -> Control:
     kind = control_kind(s.text("kind", CONTROL_KINDS))
     s.keys(kind.keys, kind.optional)
     return Control(
-        name=_name(s),
+        name=s.file_name(),
         kind=kind.name,
         arms=s.names("arms", default=[]),
-        k=s.integer("k", 2) if kind.takes("k") else 0,
+        k=s.integer("k", 2, limit=STABILITY_REPEATS) if kind.takes("k") else 0,
         compliant=s.text("compliant") if kind.takes("compliant") else "",
         description=s.text("description", default=""),
     )
@@ -132,7 +129,7 @@ def parse_comparison(s: Section) -> Comparison:
     if len(arms) != 2 or arms[0] == arms[1]:
         raise s.fail(f"arms must name two different arms, got {list(arms)}")
     return Comparison(
-        name=_name(s),
+        name=s.file_name(),
         arms=(arms[0], arms[1]),
         metric=s.text("metric", ALL_METRICS),
         confidence=s.number("confidence", 0.5, 0.9999),
@@ -160,10 +157,10 @@ def parse_verdict(top: Section) -> VerdictRule:
         metric=s.text("metric", ALL_METRICS),
         interval=s.text("interval", INTERVALS),
         confidence=s.number("confidence", 0.5, 0.9999),
-        min_n=s.integer("min_n", 1),
-        bootstrap_resamples=s.integer("bootstrap_resamples", 0),
+        min_n=s.integer("min_n", 1, limit=PROMPTS),
+        bootstrap_resamples=s.integer("bootstrap_resamples", 0, limit=BOOTSTRAP_RESAMPLES),
         bootstrap_seed=s.integer("bootstrap_seed", 0),
-        min_pairs=s.integer("min_pairs", 1),
+        min_pairs=s.integer("min_pairs", 1, limit=PROMPTS),
     )
 
 
@@ -171,6 +168,8 @@ def _tables(top: Section, key: str, label: str) -> list[Section]:
     value = top.data.get(key, [])
     if not isinstance(value, list):
         raise top.fail(f"{key!r} must be an array of tables ([[{key}]])")
+    if len(value) > TABLES.high:
+        raise top.fail(f"{len(value)} [[{key}]] tables; a plan may have at most {TABLES.high} ({TABLES.why})")
     sections = []
     for index, table in enumerate(value):
         name = table.get("name") if isinstance(table, dict) else None
@@ -184,7 +183,7 @@ def parse_plan(text: str, path: Path) -> Plan:
     file = str(path)
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+    except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
         raise BadInputError(f"{file}: not valid TOML: {error}") from error
     top = Section(file, "top level", data)
     top.keys(
@@ -195,10 +194,8 @@ def parse_plan(text: str, path: Path) -> Plan:
     if bool(amends) != bool(reason.strip()):
         raise top.fail("'amends' and 'amend_reason' go together: name the amended plan and say why")
     arm_sections = _tables(top, "arms", "arm")
-    for section in arm_sections:
-        _name(section)
     plan = Plan(
-        name=_name(top),
+        name=top.file_name(),
         description=top.text("description", default=""),
         path=path,
         amends=amends,
