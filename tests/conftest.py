@@ -47,7 +47,8 @@ def gpt4_fixture() -> Path:
     try:
         return fetch_gpt4_responses([SHARED_BESIDE_CHECKOUT]).path
     except UnavailableError as error:
-        pytest.skip(f"GPT-4 responses unavailable (no $CAPSULE_SHARED, ../shared or internet): {error}")
+        reason = str(error).split(" (")[0]  # the full list of sources tried is in the error itself
+        pytest.skip(f"{reason}: not in $CAPSULE_SHARED, ../shared/ifeval or the cache, and no internet")
 
 
 @pytest.fixture(scope="session")
