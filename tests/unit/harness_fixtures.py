@@ -83,7 +83,7 @@ def lighteval_legacy_row(prompt: Prompt, text: str, flips: Flips | None = None) 
         "full_prompt": prompt.prompt,
         "num_effective_few_shots": 0,
         "num_asked_few_shots": 0,
-        "predictions": [text],
+        "predictions": str([text]),
         "gold": [""],
         "choices": [],
         "gold_index": [],

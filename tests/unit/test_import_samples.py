@@ -132,6 +132,14 @@ def test_lighteval_legacy_details(tmp_path: Path, prompts: dict) -> None:
     assert summary["layout"].startswith("lighteval 0.5-0.9") and reasons(summary) == {1162: "scorer-version"}
 
 
+def test_a_response_that_looks_like_json_stays_text(tmp_path: Path, prompts: dict) -> None:
+    rows = lm_eval_rows(prompts)
+    rows[0] = lm_eval_row(0, prompts[1001], '["a list", "as the answer"]')
+    assert run(tmp_path, "lm-eval", str(write_jsonl(tmp_path / "j.jsonl", rows))).exit_code == 0
+    first = json.loads((tmp_path / "out" / "generations" / "j.jsonl").read_text().splitlines()[0])
+    assert first["response"] == '["a list", "as the answer"]'
+
+
 def test_paired_comparison_of_two_runs(tmp_path: Path, prompts: dict) -> None:
     first = write_jsonl(tmp_path / "run_a.jsonl", lm_eval_rows(prompts))
     changed = lm_eval_rows(prompts)

@@ -77,12 +77,12 @@ def lighteval_sample(
         text, text_field = field(where, doc, "query", str, FIX, "doc."), "doc.query"
         specific = decoded(doc.get("specific")) or {}
         model_response = field(where, row, "model_response", dict, FIX)
-        raw = first_text(where, model_response.get("text"), "model_response.text")
+        raw = first_text(where, decoded(model_response.get("text")), "model_response.text")
         metrics, metric_prefix, ids_field = field(where, row, "metric", dict, FIX), "metric.", "doc.specific"
     else:
         text, text_field = field(where, row, "example", str, FIX), "example"
         specific = decoded(row.get("specifics")) or {}
-        raw = first_text(where, row.get("predictions"), "predictions")
+        raw = first_text(where, decoded(row.get("predictions")), "predictions")  # may be a list's repr
         metrics, metric_prefix, ids_field = field(where, row, "metrics", dict, FIX), "metrics.", "specifics"
     key = key_of_prompt(where, text_field, text, by_text)
     if isinstance(specific, Mapping):

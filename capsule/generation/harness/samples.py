@@ -67,15 +67,15 @@ def field(where: str, record: Mapping[str, Any], name: str, kind: type, fix: str
     """`record[name]` (decoded) if it is a `kind`; otherwise the import's error, naming the field."""
     if name not in record:
         raise bad(where, prefix + name, "missing", fix)
-    value = decoded(record[name])
+    value = record[name] if kind is str else decoded(record[name])  # text is never parsed
     if not isinstance(value, kind):
         raise bad(where, prefix + name, f"a {type(value).__name__}, expected a {kind.__name__}", fix)
     return value
 
 
 def first_text(where: str, value: Any, name: str) -> str:
-    """The first generation of a list field (`filtered_resps`, `text`, `predictions`), or the string."""
-    value = decoded(value)
+    """The first generation of a list field (`filtered_resps`, `text`, `predictions`), or the string
+    itself (never parsed: a response may well be JSON). Decode a list stored as text first."""
     while isinstance(value, list) and value:
         value = value[0]
     if not isinstance(value, str):
