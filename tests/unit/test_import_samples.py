@@ -216,6 +216,22 @@ def test_bad_lighteval_input_names_the_field(tmp_path: Path, prompts: dict, rows
     assert not (tmp_path / "out").exists()
 
 
+def test_lighteval_without_instruction_level_verdicts_is_refused(tmp_path: Path, prompts: dict) -> None:
+    row = lighteval_row(prompts[1001], "No commas")
+    row["metric"] = {k: v for k, v in row["metric"].items() if k.startswith("prompt_level")}
+    result = run(tmp_path, "lighteval", str(write_jsonl(tmp_path / "d.jsonl", [row])))
+    assert result.exit_code == 2
+    assert "d.jsonl:1: field `metric.inst_level_strict_acc`: missing" in result.output
+
+
+def test_an_aggregate_results_file_is_not_a_sample_log(tmp_path: Path) -> None:
+    results = tmp_path / "results_2026.json"
+    results.write_text(json.dumps({"results": {"ifeval": {}}, "versions": {"ifeval": 4.0}}, indent=2))
+    result = run(tmp_path, "lm-eval", str(results))
+    assert result.exit_code == 2 and "results_2026.json:1: one JSON object" in result.output
+    assert "--log_samples" in result.output
+
+
 def test_unknown_harness_and_existing_output_are_refused(tmp_path: Path, prompts: dict) -> None:
     samples = write_jsonl(tmp_path / "s.jsonl", lm_eval_rows(prompts))
     assert run(tmp_path, "helm", str(samples)).exit_code == 2

@@ -34,6 +34,12 @@ def read_records(path: Path) -> Records:
         ) from error
     if text.lstrip().startswith("["):
         return _array_records(path, text)
+    whole = _single_object(text)
+    if whole is not None:
+        raise BadInputError(
+            f"{path}:1: one JSON object (keys {', '.join(sorted(whole)[:6])}), not a sample per line: "
+            "an aggregate results file? give the per-sample file (lm-eval --log_samples, lighteval details)"
+        )
     records: Records = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -47,6 +53,17 @@ def read_records(path: Path) -> Records:
     if not records:
         raise BadInputError(f"{path}: holds no records")
     return records
+
+
+def _single_object(text: str) -> dict[str, Any] | None:
+    """The file's one JSON object when it spans several lines (a results file), else None."""
+    if text.count("\n") < 2 or not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _array_records(path: Path, text: str) -> Records:
