@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "capsule.commands.doctor:doctor",
     "report": "capsule.commands.report:report",
     "check-numbers": "capsule.commands.check_numbers:check_numbers",
+    "import-samples": "capsule.commands.import_samples:import_samples",
 }
 
 

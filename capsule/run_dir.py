@@ -1,7 +1,8 @@
 """The layout of a run directory: the one place that spells a run's file names.
 
 A sealed run is `results/<plan>/<run_id>/`, a dry run `runs/dry-run/<plan>/<run_id>/`, and an
-ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`. Every stage (generate,
+ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`, an import of another
+harness's samples (`capsule import-samples`) `runs/imports/<name>/`. Every stage (generate,
 score, analyse, report, sign), the verifier and the report read and write a run only through a
 `RunDir`, so a file name is written once. Paths are relative-posix where they are recorded (the
 bundle lists `generations/a.jsonl`), absolute where they are opened.
@@ -9,6 +10,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     run.json                     the run's identity, fixed at its start (pipeline.opening)
     plan.toml, plan.seal.json    the sealed plan and its ledger entry, copied at the start
     adhoc.json                   instead, for an ad-hoc run: its arm table and keys (prereg.adhoc)
+    import.json                  instead, for an import: the files, disagreements, band, comparison
     manifest.json                the machine fingerprint (machine.manifest)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
@@ -30,10 +32,12 @@ from capsule.errors import BadInputError
 RESULTS_ROOT = Path("results")  # sealed runs: RESULTS_ROOT/<plan>/<run_id>/
 DRY_RUN_ROOT = Path("runs/dry-run")  # dry runs (fake backend): DRY_RUN_ROOT/<plan>/<run_id>/
 ADHOC_ROOT = Path("runs/adhoc")  # ad-hoc runs (no plan): ADHOC_ROOT/<run_id>/
+IMPORTS_ROOT = Path("runs/imports")  # other harnesses' samples, imported: IMPORTS_ROOT/<name>/
 RUN_RECORD = "run.json"
 PLAN_COPY = "plan.toml"
 PLAN_SEAL = "plan.seal.json"
 ADHOC_RECORD = "adhoc.json"
+IMPORT_RECORD = "import.json"
 MANIFEST = "manifest.json"
 GENERATIONS = "generations"
 SCORES = "scores"
@@ -95,6 +99,11 @@ class RunDir:
     def adhoc(self) -> Path:
         """An ad-hoc run's arm table, prompt file sha256 and keys (its run.json's plan_sha256)."""
         return self.path / ADHOC_RECORD
+
+    @property
+    def import_record(self) -> Path:
+        """An import's record: the harness files, the disagreements, the band, the paired comparison."""
+        return self.path / IMPORT_RECORD
 
     @property
     def manifest(self) -> Path:
