@@ -122,8 +122,8 @@ def _split_model(text: str) -> tuple[Path | None, str, str]:
         raise BadInputError(f"--model {text!r}: no such directory, and not a hub id (org/name@revision)")
     if not revision:
         raise BadInputError(
-            f"--model {text!r}: a hub id needs its revision, which the plan pins: --model {repo}@<commit> "
-            "(a branch or tag, e.g. @main, is resolved to its commit)"
+            f"--model {text!r}: no such directory here, and a hub id needs its revision, which the plan "
+            f"pins: --model {repo}@<commit> (a branch or tag, e.g. @main, is resolved to its commit)"
         )
     return None, repo, revision
 
