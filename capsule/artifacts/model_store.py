@@ -38,19 +38,25 @@ def verify_local_dir(directory: Path) -> None:
         verify_model_dir(directory)
 
 
+def model_store_dir(model: Model, model_dir: Path | None = None) -> Path:
+    """Where a path or hub model lives here: `model_dir` when given, else `$CAPSULE_MODELS/<repo name>`
+    (the model's name when it has no repo); `capsule fetch --plan` downloads hub models there."""
+    if model_dir is None:
+        root = os.environ.get(MODELS_ENV)
+        if not root:
+            raise BadInputError(
+                f"model {model.name!r} (source {model.source!r}): pass --model-dir or set ${MODELS_ENV}"
+            )
+        model_dir = Path(root) / (model.repo.split("/")[-1] if model.repo else model.name)
+    return model_dir.expanduser()
+
+
 def resolve_model_dir(model: Model, model_dir: Path | None = None) -> Path:
     """The verified local directory holding `model` (VerificationError before any load on a mismatch)."""
     if model.source == "embedded" and model_dir is None:
         directory, _source = fetch_model()  # verifies every file against capsule-model.json
     elif model.source in ("embedded", "path", "hub"):
-        if model_dir is None:
-            root = os.environ.get(MODELS_ENV)
-            if not root:
-                raise BadInputError(
-                    f"model {model.name!r} (source {model.source!r}): pass --model-dir or set ${MODELS_ENV}"
-                )
-            model_dir = Path(root) / (model.repo.split("/")[-1] if model.repo else model.name)
-        directory = model_dir.expanduser()
+        directory = model_store_dir(model, model_dir)
         verify_local_dir(directory)
     else:
         raise BadInputError(f"model source must be 'embedded', 'path' or 'hub', not {model.source!r}")

@@ -163,8 +163,10 @@ def _check_scorer_data(report: Report) -> None:
 def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str) -> bool:
     model = plan.model
     where = f"{model.repo} at revision {model.revision}" if model.source == "hub" else model.name
+    fetch = f"run `capsule fetch model --plan {plan.path.parent}` (downloads {where}, verified), or "
+    copy = "copy it here and pass --model-dir or set $CAPSULE_MODELS"
     fix = ("run `capsule fetch model`" if model.source == "embedded" else
-           f"download {where} (docker/README.md shows how) and pass --model-dir or set $CAPSULE_MODELS")
+           f"{fetch if model.source == 'hub' else ''}{copy}")
     if directory is None or not directory.is_dir():
         shown = directory if directory is not None else f"no directory ({how})"
         report.add(STATUS_MISSING, "weights", f"{shown}: not present; {fix}")

@@ -27,10 +27,36 @@ GREEDY_NEUTRAL: dict[str, float | int] = {
 }
 
 
+# The keys of an [[arms]] table and of its [arms.decoding] table, (required, optional): read here and
+# written by `capsule.prereg.plan_toml`.
+ARM_KEYS = (
+    (
+        "name",
+        "backend",
+        "subset",
+        "dtype",
+        "batch_size",
+        "batch_order",
+        "seed",
+        "max_new_tokens",
+        "thinking",
+        "unclosed",
+        "decoding",
+        "backend_options",
+        "env",
+    ),
+    ("max_prompts", "max_wall_minutes", "description"),
+)
+DECODING_KEYS = (
+    ("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"),
+    (),
+)
+
+
 def parse_decoding(arm: Section) -> Decoding:
     """[arms.decoding]: every knob explicit; greedy requires the neutral values (no hidden sampling)."""
     s = arm.sub("decoding", "decoding")
-    s.keys(("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"))
+    s.keys(*DECODING_KEYS)
     decoding = Decoding(
         mode=s.text("mode", ("greedy", "sample")),  # type: ignore[arg-type]
         temperature=s.number("temperature", 0.0, 10.0),
@@ -73,24 +99,7 @@ def _env(arm: Section) -> dict[str, str]:
 
 def parse_arm(s: Section) -> Arm:
     """One [[arms]] table."""
-    s.keys(
-        (
-            "name",
-            "backend",
-            "subset",
-            "dtype",
-            "batch_size",
-            "batch_order",
-            "seed",
-            "max_new_tokens",
-            "thinking",
-            "unclosed",
-            "decoding",
-            "backend_options",
-            "env",
-        ),
-        ("max_prompts", "max_wall_minutes", "description"),
-    )
+    s.keys(*ARM_KEYS)
     backend = s.text("backend", BACKENDS)
     return Arm(
         name=s.file_name(),

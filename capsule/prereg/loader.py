@@ -38,8 +38,31 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 MODEL_SOURCES = ("embedded", "hub", "path")
 LOADERS = tuple(MODEL_LOADERS)
-SUBSET_RULES = ("all", "first", "seeded_sample")
 INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
+
+# The keys of each table, (required, optional): the loader checks them and `capsule.prereg.plan_toml`
+# writes them, so a key is named once. The arm and decoding keys live in `capsule.prereg.arms`, a
+# control's in its kind's row of `capsule.prereg.control_kinds`.
+PLAN_KEYS = (
+    ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
+    ("description", "amends", "amend_reason", "controls", "comparisons"),
+)
+MODEL_KEYS = (("name", "source", "files", "loader"), ())
+HUB_KEYS = ("repo", "revision")  # required for source "hub", refused for any other
+CLAIM_KEYS = (("text", "value", "metric", "other_readings", "source"), ())
+PROMPTS_KEYS = (("sha256", "subsets"), ())
+SUBSET_KEYS: dict[str, tuple[str, ...]] = {  # a subset's rule -> its keys (all required)
+    "all": ("rule",),
+    "first": ("rule", "n"),
+    "seeded_sample": ("rule", "n", "seed"),
+}
+SUBSET_RULES = tuple(SUBSET_KEYS)
+COMPARISON_KEYS = (("name", "arms", "metric", "confidence"), ("description",))
+VERDICT_KEYS = (
+    ("arm", "metric", "interval", "confidence", "min_n", "bootstrap_resamples", "bootstrap_seed",
+     "min_pairs"),
+    (),
+)
 
 
 def _sha(section: Section, key: str, value: Any) -> str:
@@ -51,7 +74,7 @@ def _sha(section: Section, key: str, value: Any) -> str:
 def parse_model(top: Section) -> Model:
     """[model] and [model.files]."""
     s = top.sub("model", "[model]")
-    s.keys(("name", "source", "files", "loader"), ("repo", "revision"))
+    s.keys(MODEL_KEYS[0], HUB_KEYS)
     source = s.text("source", MODEL_SOURCES)
     files = s.sub("files", "[model.files]")
     if not files.data:
@@ -59,7 +82,7 @@ def parse_model(top: Section) -> Model:
     pinned = {str(path): _sha(files, str(path), digest) for path, digest in sorted(files.data.items())}
     repo = revision = ""
     if source == "hub":
-        s.keys(("name", "source", "files", "loader", "repo", "revision"))
+        s.keys(MODEL_KEYS[0] + HUB_KEYS)
         repo = s.text("repo")
         revision = s.text("revision")
         if not re.match(r"^[0-9a-f]{40}$", revision):
@@ -72,7 +95,7 @@ def parse_model(top: Section) -> Model:
 def parse_claim(top: Section) -> Claim:
     """[claim]: the card's number and how the plan reads it."""
     s = top.sub("claim", "[claim]")
-    s.keys(("text", "value", "metric", "other_readings", "source"))
+    s.keys(*CLAIM_KEYS)
     metric = s.text("metric", ALL_METRICS)
     others = s.names("other_readings")
     for other in others:
@@ -86,7 +109,7 @@ def parse_claim(top: Section) -> Claim:
 def parse_prompts(top: Section) -> PromptSet:
     """[prompts] and its [prompts.subsets.NAME] tables."""
     s = top.sub("prompts", "[prompts]")
-    s.keys(("sha256", "subsets"))
+    s.keys(*PROMPTS_KEYS)
     sha = _sha(s, "sha256", s.data["sha256"])
     subsets_table = s.sub("subsets", "[prompts.subsets]")
     if not subsets_table.data:
@@ -100,7 +123,7 @@ def parse_prompts(top: Section) -> PromptSet:
         if problem is not None:
             raise sub.fail(f"name {problem}")
         rule = sub.text("rule", SUBSET_RULES)
-        required = {"all": ("rule",), "first": ("rule", "n"), "seeded_sample": ("rule", "n", "seed")}[rule]
+        required = SUBSET_KEYS[rule]
         sub.keys(required)
         n = sub.integer("n", 1, limit=PROMPTS) if "n" in required else 0
         seed = sub.integer("seed", 0) if "seed" in required else 0
@@ -124,7 +147,7 @@ def parse_control(s: Section) -> Control:
 
 def parse_comparison(s: Section) -> Comparison:
     """One [[comparisons]] table: a paired comparison of exactly two arms."""
-    s.keys(("name", "arms", "metric", "confidence"), ("description",))
+    s.keys(*COMPARISON_KEYS)
     arms = s.names("arms")
     if len(arms) != 2 or arms[0] == arms[1]:
         raise s.fail(f"arms must name two different arms, got {list(arms)}")
@@ -140,18 +163,7 @@ def parse_comparison(s: Section) -> Comparison:
 def parse_verdict(top: Section) -> VerdictRule:
     """[verdict]: the headline rule, as data."""
     s = top.sub("verdict", "[verdict]")
-    s.keys(
-        (
-            "arm",
-            "metric",
-            "interval",
-            "confidence",
-            "min_n",
-            "bootstrap_resamples",
-            "bootstrap_seed",
-            "min_pairs",
-        )
-    )
+    s.keys(*VERDICT_KEYS)
     return VerdictRule(
         arm=s.text("arm"),
         metric=s.text("metric", ALL_METRICS),
@@ -186,10 +198,7 @@ def parse_plan(text: str, path: Path) -> Plan:
     except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
         raise BadInputError(f"{file}: not valid TOML: {error}") from error
     top = Section(file, "top level", data)
-    top.keys(
-        ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
-        ("description", "amends", "amend_reason", "controls", "comparisons"),
-    )
+    top.keys(*PLAN_KEYS)
     amends, reason = top.text("amends", default=""), top.text("amend_reason", default="")
     if bool(amends) != bool(reason.strip()):
         raise top.fail("'amends' and 'amend_reason' go together: name the amended plan and say why")
