@@ -144,7 +144,8 @@ class Ledger:
         re-hashes the files that exist; this catches those deleted, a whole plan directory with them.)"""
         latest: dict[str, dict[str, Any]] = {}
         for entry in self.entries:
-            latest[entry["path"]] = entry
+            if entry["kind"] != "signers":  # a signers entry names a plan that has its own record
+                latest[entry["path"]] = entry
         for path, entry in sorted(latest.items(), key=lambda item: item[1]["seq"]):
             where = f"{self.path}: seq {entry['seq']}"
             link = symlink_on_path(self.root, path)
@@ -158,11 +159,10 @@ class Ledger:
                     f"{where}: run {entry.get('run_id', '?')} is recorded as bundled but {path} is missing "
                     "from the checkout (restore the run directory; a signed run is kept with the ledger)"
                 )
-            if not file.parent.exists():
-                directory = file.parent.relative_to(self.root).as_posix()
-                missing = f"the plan directory {directory} (holding {path})"
-            else:
-                missing = path
+            gone = file
+            while gone.parent != self.root and not gone.parent.exists():
+                gone = gone.parent
+            missing = path if gone == file else f"{path} (the whole directory {gone.relative_to(self.root)})"
             raise VerificationError(
                 f"{where}: {entry['kind']} of {path}: {missing} is missing from the checkout "
                 "(restore it from git; a sealed file is never deleted, only amended)"
