@@ -19,7 +19,7 @@ from capsule.errors import VerificationError
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.signers import Grant, trusted_signers
 
-__all__ = ["Grant", "SignerVerdict", "check_signer", "trusted_signers"]
+__all__ = ["Grant", "SignerVerdict", "check_signer", "trusted_signers", "untrusted_warning"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,15 @@ def check_signer(
     if pinned is not None:
         why += f"; also pinned with --key {pinned}"
     return SignerVerdict(fingerprint, grant, why)
+
+
+def untrusted_warning(ledger: Ledger, plan_path: str, fingerprint: str, plan_bytes: bytes) -> str | None:
+    """A warning for a run about to be signed by a key its plan does not trust (None if it does): such
+    a run is still signed and recorded, but `capsule verify` accepts it only with `--key`."""
+    if fingerprint in trusted_signers(ledger, plan_path, plan_bytes):
+        return None
+    return (
+        f"warning: key {fingerprint} is not trusted for {plan_path}; `capsule verify` will accept this "
+        f"run only with --key (to trust it: `capsule prereg signers {plan_path} --add {fingerprint} "
+        "--reason ...`)"
+    )
