@@ -55,8 +55,7 @@ class VerifySummary:
         return (
             f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
             f"{self.fingerprint} ({self.key_source}); {self.trust}; plan {self.plan_path} sealed at ledger "
-            f"entry "
-            f"{self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
+            f"entry {self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
             f"{self.bundle_seq}; ledger {self.ledger_path} ({self.ledger_entries} entries) verifies"
         )
 
@@ -252,15 +251,17 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> Veri
         )
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
-    plan_seq, start_seq, bundle_seq = _check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
-    try:
+    recorded = [e.get("seq") for e in ledger.entries if e.get("kind") == "bundle"
+                and e.get("run_id") == bundle["run_id"] and e.get("sha256") == envelope_sha256]
+    try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
         verdict = check_signer(
             ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
-            bundled_at=bundle_seq,
+            bundled_at=recorded[-1] if recorded else None,
         )
-    except VerificationError as error:
+    except CapsuleError as error:  # an unreadable plan copy is a failed verification too
         raise VerificationError(f"run {bundle['run_id']}: {error}") from error
+    plan_seq, start_seq, bundle_seq = _check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),

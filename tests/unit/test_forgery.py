@@ -24,6 +24,7 @@ from capsule.cli import cli
 from capsule.evidence.signing import generate_signer
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.signers import add_signers
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,12 +117,15 @@ def test_a_rewritten_ledger_fails_against_the_anchor(repo: Path) -> None:
 
 
 def test_a_truncated_ledger_fails_against_the_anchor(repo: Path) -> None:
+    """A committed trailing entry deleted (here a signers entry, which no other check misses)."""
     ledger = repo / "prereg" / "ledger.jsonl"
+    add_signers(Path("prereg/smoke"), ["ef" * 32], "a key to lose", ledger)
+    commit_all(repo, "one more key")
     lines = ledger.read_bytes().split(b"\n")[:-1]
-    kept = next(i for i in range(len(lines), 0, -1) if json.loads(lines[i - 1])["kind"] != "signers")
-    ledger.write_bytes(b"".join(line + b"\n" for line in lines[:kept]))  # drop the trailing signers entries
+    ledger.write_bytes(b"".join(line + b"\n" for line in lines[:-1]))
+    Ledger.load(ledger).verify()
     result = invoke("prereg", "verify")
-    assert result.exit_code == 3 and f"seq {kept + 1}: in the ledger at git HEAD (commit " in result.stderr
+    assert result.exit_code == 3 and f"seq {len(lines)}: in the ledger at git HEAD (commit " in result.stderr
     assert "missing now (the ledger was truncated" in result.stderr
 
 
