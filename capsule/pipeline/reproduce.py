@@ -83,7 +83,8 @@ def _relative(path: Path, root: Path) -> str:
 
 def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     """Run a sealed plan end to end (see the module docstring); resumable at every step."""
-    from capsule.evidence.signing import load_signing_key
+    from capsule.evidence.signing import fingerprint_of, load_signing_key
+    from capsule.evidence.trust import untrusted_warning
     from capsule.pipeline.stage_generate import GenerateInputs, generate_all
     from capsule.pipeline.stage_score import analyse, model_tokenizer
     from capsule.pipeline.stage_sign import report_and_sign
@@ -99,6 +100,11 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
         )
     prompts = load_prompts(fetched.path)
     say(f"plan {plan.name}: sealed at ledger entry {seal['seq']}; prompts from {fetched.source}")
+    warning = untrusted_warning(
+        ledger, _relative(sealed.file, ledger.root), fingerprint_of(signer.public_key), sealed.data
+    )
+    if warning and not options.dry_run:  # a dry run is never recorded, so never verified
+        say(warning)
     model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)
     run = open_run_dir(
         results_root=options.results_root / plan.name,

@@ -45,7 +45,7 @@ INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
 # control's in its kind's row of `capsule.prereg.control_kinds`.
 PLAN_KEYS = (
     ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
-    ("description", "amends", "amend_reason", "controls", "comparisons"),
+    ("description", "amends", "amend_reason", "controls", "comparisons", "evidence"),
 )
 MODEL_KEYS = (("name", "source", "files", "loader"), ())
 HUB_KEYS = ("repo", "revision")  # required for source "hub", refused for any other
@@ -176,6 +176,36 @@ def parse_verdict(top: Section) -> VerdictRule:
     )
 
 
+def parse_evidence(top: Section) -> tuple[str, ...]:
+    """[evidence] (optional): `signers`, the sha256 fingerprints (`capsule.evidence.signing.fingerprint_of`)
+    of the public keys allowed to sign this plan's runs; more can be added later only by a sealed
+    `signers` ledger entry (`capsule prereg signers`)."""
+    if "evidence" not in top.data:
+        return ()
+    s = top.sub("evidence", "[evidence]")
+    s.keys(("signers",))
+    signers = s.names("signers")
+    for fingerprint in signers:
+        if not SHA256_RE.match(fingerprint):
+            raise s.fail(
+                f"signers: {fingerprint!r} is not a key fingerprint (64 lowercase hex digits, as "
+                "`capsule keygen` prints it)"
+            )
+    if len(set(signers)) != len(signers):
+        raise s.fail("signers: a fingerprint is listed twice")
+    return signers
+
+
+def plan_signers(data: bytes, path: Path) -> tuple[str, ...]:
+    """The [evidence] signers of plan bytes, reading only that table (the trust check reads the plan a
+    run used, whose other tables were validated when it was sealed)."""
+    try:
+        parsed = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise BadInputError(f"{path}: not a UTF-8 TOML plan ({error})") from error
+    return parse_evidence(Section(str(path), "top level", parsed))
+
+
 def _tables(top: Section, key: str, label: str) -> list[Section]:
     value = top.data.get(key, [])
     if not isinstance(value, list):
@@ -217,6 +247,7 @@ def parse_plan(text: str, path: Path) -> Plan:
         controls=tuple(parse_control(s) for s in _tables(top, "controls", "control")),
         comparisons=tuple(parse_comparison(s) for s in _tables(top, "comparisons", "comparison")),
         verdict=parse_verdict(top),
+        signers=parse_evidence(top),
     )
 
     check_plan(plan)

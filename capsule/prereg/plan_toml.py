@@ -98,6 +98,8 @@ def table_of(obj: Any) -> dict[str, Any]:
         if field.name in optional and _is_unset(value):
             continue
         table[field.name] = _plain(value, field.name)
+    if isinstance(obj, Plan) and obj.signers:  # the field `signers` is read from the table [evidence]
+        table["evidence"] = {"signers": list(obj.signers)}
     return table
 
 
