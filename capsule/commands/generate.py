@@ -15,6 +15,7 @@ when the same command runs again:
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -25,8 +26,9 @@ from capsule.generation.arm_runner import ArmResult, generate_arm
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer
 from capsule.generation.targets import Target, adhoc_target, sealed_target
 from capsule.hashing import sha256_file
-from capsule.pipeline.opening import open_run_dir, start_manifest
+from capsule.pipeline.opening import OpenRun, open_run_dir, recorded_in, signed, start_manifest
 from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
+from capsule.prereg.ledger import Ledger
 from capsule.run_dir import RunDir
 
 
@@ -43,14 +45,24 @@ def _keep_adhoc_record(run: RunDir, target: Target) -> None:
 
 
 def generate_target(target: Target, out_dir: Path | None, progress: bool) -> ArmResult:
-    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm."""
-    run = open_run_dir(
-        results_root=target.results_root,
-        plan_path=target.plan_path,
-        plan_sha256=target.plan_sha256,
-        ledger_head=target.ledger_head,
-        explicit=out_dir,
-    )
+    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm,
+    holding the run directory's lock throughout."""
+    sealed_run = target.adhoc is None and target.model_dir is not None  # a dry run is never recorded
+    with ExitStack() as held:
+        run = open_run_dir(
+            results_root=target.results_root,
+            plan_path=target.plan_path,
+            plan_sha256=target.plan_sha256,
+            ledger_head=target.ledger_head,
+            held=held,
+            explicit=out_dir,
+            finished=recorded_in(Ledger.load()) if sealed_run else signed,
+        )
+        return _generate_in(run, target, progress)
+
+
+def _generate_in(run: OpenRun, target: Target, progress: bool) -> ArmResult:
+    """generate_target's work once the run directory is open and locked."""
     click.echo(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}", err=True)
     _keep_adhoc_record(run.dir, target)
     digest = start_manifest(
