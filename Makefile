@@ -60,9 +60,10 @@ $(GPU_STAMP): docker/requirements.lock docker/requirements.build.lock pyproject.
 
 setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock into .venv-gpu
 
+# Hub weights are found in $(MODELS)/<repo name>, where the README's `hf download --local-dir` puts them.
 all: setup-gpu  ## the full GPU study: preflight first, then every arm and control (resumable)
-	$(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
-	$(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
 
 # ---- the GPU image (docker/README.md) ----------------------------------------------------------------
 IMAGE     ?= capsule-gpu
