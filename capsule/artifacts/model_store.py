@@ -25,7 +25,7 @@ def local_model_dir(model: Model) -> tuple[Path, str]:
     """Where a path / hub model's weights are looked for without `--model-dir`, and why there:
     `$CAPSULE_MODELS/<repo name>`, else `models/<repo name>` under the working directory."""
     root = os.environ.get(MODELS_ENV)
-    how = f"${MODELS_ENV}" if root else f"the default {DEFAULT_MODELS_ROOT}/ (${MODELS_ENV} is unset)"
+    how = f"${MODELS_ENV}" if root else f"{DEFAULT_MODELS_ROOT}/, as ${MODELS_ENV} is unset"
     name = model.repo.split("/")[-1] if model.repo else model.name
     return Path(root or DEFAULT_MODELS_ROOT) / name, how
 

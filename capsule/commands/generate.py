@@ -57,6 +57,7 @@ def generate_target(target: Target, out_dir: Path | None, progress: bool) -> Arm
             held=held,
             explicit=out_dir,
             finished=recorded_in(Ledger.load()) if sealed_run else signed,
+            option="--out",
         )
         return _generate_in(run, target, progress)
 
@@ -92,7 +93,9 @@ def _generate_in(run: OpenRun, target: Target, progress: bool) -> ArmResult:
     "--out",
     "out_dir",
     type=click.Path(path_type=Path),
-    help="The run directory, exactly (default: results/<plan>/<run_id>, or runs/adhoc/<run_id> ad hoc).",
+    help="The run directory itself: created, or resumed if it holds a run of the same plan or options "
+    "(with --dry-run: DIR/dry-run). Without it: the latest unfinished run of the same plan or options, else "
+    "a new one, under results/<plan>/ (--plan), runs/adhoc/ (ad hoc) or runs/dry-run/<plan or adhoc>/.",
 )
 @click.option(
     "--model-dir", type=click.Path(path_type=Path), help="Local model directory (else the plan's source)."

@@ -168,7 +168,7 @@ def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str)
            f"download {where} into {DEFAULT_MODELS_ROOT}/ (README.md shows how), or pass --model-dir "
            f"or set ${MODELS_ENV}")
     if directory is None or not directory.is_dir():
-        shown = f"{directory} ({how})" if directory is not None else "no directory"
+        shown = f"{directory} (from {how})" if directory is not None else "no directory"
         report.add(STATUS_MISSING, "weights", f"{shown}: not present; {fix}")
         return False
     try:

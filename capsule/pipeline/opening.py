@@ -124,18 +124,19 @@ def open_run_dir(
     explicit: Path | None = None,
     fresh: bool = False,
     finished: Finished = signed,
+    option: str = "--run-dir",
 ) -> OpenRun:
     """Resume the latest unfinished run of these plan bytes, or start a new one, and hold its lock
     in `held` (BusyError naming the holder's pid if another process writes it).
 
     `explicit` names the directory: it is resumed if it belongs to this plan hash, refused if it
-    belongs to another or is `finished`, and created if it does not exist. `fresh` always starts a
-    new run.
+    belongs to another or is `finished`, and created if it does not exist (`option`: the calling
+    command's name for it, used in refusals). `fresh` always starts a new run.
     """
     run_id = new_run_id(plan_sha256)
     if explicit is not None:
         held.enter_context(hold(explicit, f"run directory {explicit}"))
-        return _open_at(explicit, run_id, plan_path, plan_sha256, ledger_head, finished)
+        return _open_at(explicit, run_id, plan_path, plan_sha256, ledger_head, finished, option)
     # held for milliseconds (choose, create): a second process waits for it, then meets the run's lock
     with hold(results_root, f"the runs in {results_root}", wait_s=OPENING_WAIT_S):
         found = None if fresh else _resumable(results_root, plan_sha256, finished)
@@ -143,11 +144,12 @@ def open_run_dir(
         if found is None and path.exists():
             raise BadInputError(f"{path}: a run of this plan started this very second; start again")
         held.enter_context(hold(path, f"run directory {path}"))
-        return _open_at(path, run_id, plan_path, plan_sha256, ledger_head, finished)
+        return _open_at(path, run_id, plan_path, plan_sha256, ledger_head, finished, option)
 
 
 def _open_at(
-    explicit: Path, run_id: str, plan_path: str, plan_sha256: str, ledger_head: str, finished: Finished
+    explicit: Path, run_id: str, plan_path: str, plan_sha256: str, ledger_head: str, finished: Finished,
+    option: str,
 ) -> OpenRun:
     """Resume the run at `explicit` (checked: same plan bytes, not finished) or create it there with
     `run_id`; the caller holds its lock."""
@@ -157,13 +159,16 @@ def _open_at(
         if record["plan_sha256"] != plan_sha256:
             raise BadInputError(
                 f"{explicit}: made from plan sha256 {record['plan_sha256'][:12]}…, but {plan_path} is "
-                f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new --run-dir"
+                f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new {option}"
             )
         if finished(RunDir(explicit)):
-            raise BadInputError(f"{explicit}: already bundled (finished); choose a new --run-dir")
+            raise BadInputError(f"{explicit}: already bundled (finished); choose a new {option}")
         return OpenRun(RunDir(explicit), record, resumed=True)
     if path.exists() and any(path.iterdir()):
-        raise BadInputError(f"{path}: exists and is not a capsule run directory; choose another --run-dir")
+        raise BadInputError(
+            f"{path}: exists and holds no run.json, so it is not a capsule run directory; {option} names "
+            f"the run directory itself: give a new or empty one, or leave {option} out"
+        )
     path.mkdir(parents=True, exist_ok=True)
     record = {
         "run_id": run_id,
