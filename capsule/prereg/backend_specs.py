@@ -54,6 +54,7 @@ class BackendSpec:
         return tuple(name for name, option in self.options.items() if option.required)
 
 
+FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdicts are of fake data
 SPECS: dict[str, BackendSpec] = {
     "hf": BackendSpec(
         "capsule.generation.backends.hf:HFBackend",
@@ -94,7 +95,7 @@ SPECS: dict[str, BackendSpec] = {
         },
         scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
     ),
-    "fake": BackendSpec(
+    FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",
         (),
         "",

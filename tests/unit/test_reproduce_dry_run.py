@@ -22,7 +22,15 @@ def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> 
     result = _run("--plan", "prereg/agents-a1-4b", "--dry-run")
     assert result.exit_code == 0, result.output + result.stderr
     assert "DRY RUN" in result.stderr
+    last = result.stdout.splitlines()[-1]  # said plainly, after the verdicts
+    assert last.startswith("DRY RUN: the verdicts above are of fake data") and "not in the ledger" in last
+    assert "verify: capsule verify" not in result.stdout
     (run,) = (repo_copy / "runs" / "dry-run" / "agents-a1-4b").iterdir()
+    results_md = (run / "RESULTS.md").read_text()
+    assert results_md.split("\n\n")[1].endswith("block=headline -->\n**DRY RUN: FAKE DATA.** Every arm ran on "
+                                               "the fake backend, with no model: the responses are random tokens, "
+                                               "so every verdict below is of fake data, not of the model. A dry "
+                                               "run is not recorded in the ledger, and `capsule verify` refuses it.")
     analysis = json.loads((run / "analysis.json").read_text())
     plan_text = (repo_copy / "prereg" / "agents-a1-4b" / "plan.toml").read_text()
     assert len(analysis["arms"]) == plan_text.count("[[arms]]")

@@ -40,6 +40,7 @@ def _check_finished(run: Path) -> None:
     assert len(_bundle_entries(run.name)) == 1
     rows = [json.loads(line) for line in (run / "generations" / "fake-a.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and len({r["key"] for r in rows}) == 8
+    assert "**FAKE DATA:** 1 of 1 arms (fake-a) ran on the fake backend" in (run / "RESULTS.md").read_text()
     verified = CliRunner().invoke(cli, ["verify", str(run)])
     assert verified.exit_code == 0, verified.output + verified.stderr
 
