@@ -45,12 +45,14 @@ def _check_finished(run: Path) -> None:
     assert verified.exit_code == 0, verified.output + verified.stderr
 
 
-def _rerun_finishes(run: Path) -> str:
-    result = CliRunner().invoke(cli, REPRODUCE)
-    assert result.exit_code == 0, result.output + result.stderr
-    assert f"resuming run {run.name}" in result.stderr
+def _rerun_finishes(run: Path, root: Path) -> str:
+    """The same command again, in a fresh process as a user would run it; returns its stderr."""
+    child = capsule_process(REPRODUCE, root)
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == 0, stderr
+    assert f"resuming run {run.name}" in stderr
     _check_finished(run)
-    return result.stderr
+    return stderr
 
 
 def test_kill_between_envelope_and_ledger_entry_is_finished_by_a_rerun(repo_copy: Path) -> None:
@@ -58,7 +60,7 @@ def test_kill_between_envelope_and_ledger_entry_is_finished_by_a_rerun(repo_copy
     run = _killed_at("before-ledger", repo_copy)
     assert (run / "bundle.dsse.json").exists() and not _bundle_entries(run.name)
     assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 3  # not finished yet: says so
-    assert "signed again" in _rerun_finishes(run)
+    assert "signed again" in _rerun_finishes(run, repo_copy)
 
 
 @pytest.mark.slow
@@ -69,4 +71,4 @@ def test_kill_at_each_signing_step_then_rerun(point: str, repo_copy: Path) -> No
         _check_finished(run)
         return
     assert not _bundle_entries(run.name)
-    _rerun_finishes(run)
+    _rerun_finishes(run, repo_copy)
