@@ -60,10 +60,11 @@ $(GPU_STAMP): docker/requirements.lock docker/requirements.build.lock pyproject.
 
 setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock into .venv-gpu
 
+# Hub weights live in $(MODELS)/<repo name>: `capsule fetch --plan` downloads them there at the pinned revision.
 all: setup-gpu  ## the full GPU study: fetch the plan's model, preflight, then every arm and control (resumable)
-	$(GPU_VENV)/bin/capsule fetch --plan $(ALL_PLAN)
-	$(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
-	$(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule fetch --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
 
 # ---- the GPU image (docker/README.md) ----------------------------------------------------------------
 IMAGE     ?= capsule-gpu

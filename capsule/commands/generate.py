@@ -15,6 +15,7 @@ when the same command runs again:
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -25,9 +26,10 @@ from capsule.generation.arm_runner import ArmResult, generate_arm
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer
 from capsule.generation.targets import DEFAULT_FIRST, Target, adhoc_target, sealed_target
 from capsule.hashing import sha256_file
-from capsule.pipeline.opening import open_run_dir, start_manifest
+from capsule.pipeline.opening import OpenRun, open_run_dir, recorded_in, signed, start_manifest
 from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
 from capsule.prereg.backend_specs import BACKENDS
+from capsule.prereg.ledger import Ledger
 from capsule.run_dir import RunDir
 
 # The options that describe an ad-hoc arm (click parameter names); with --plan they are refused.
@@ -49,14 +51,25 @@ def _keep_adhoc_record(run: RunDir, target: Target) -> None:
 
 
 def generate_target(target: Target, out_dir: Path | None, progress: bool) -> ArmResult:
-    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm."""
-    run = open_run_dir(
-        results_root=target.results_root,
-        plan_path=target.plan_path,
-        plan_sha256=target.plan_sha256,
-        ledger_head=target.ledger_head,
-        explicit=out_dir,
-    )
+    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm,
+    holding the run directory's lock throughout."""
+    sealed_run = target.adhoc is None and target.model_dir is not None  # a dry run is never recorded
+    with ExitStack() as held:
+        run = open_run_dir(
+            results_root=target.results_root,
+            plan_path=target.plan_path,
+            plan_sha256=target.plan_sha256,
+            ledger_head=target.ledger_head,
+            held=held,
+            explicit=out_dir,
+            finished=recorded_in(Ledger.load()) if sealed_run else signed,
+            option="--out",
+        )
+        return _generate_in(run, target, progress)
+
+
+def _generate_in(run: OpenRun, target: Target, progress: bool) -> ArmResult:
+    """generate_target's work once the run directory is open and locked."""
     click.echo(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}", err=True)
     _keep_adhoc_record(run.dir, target)
     digest = start_manifest(
@@ -101,7 +114,9 @@ def _refuse_adhoc_options(ctx: click.Context) -> None:
     "--out",
     "out_dir",
     type=click.Path(path_type=Path),
-    help="The run directory, exactly (default: results/<plan>/<run_id>, or runs/adhoc/<run_id> ad hoc).",
+    help="The run directory itself: created, or resumed if it holds a run of the same plan or options "
+    "(with --dry-run: DIR/dry-run). Without it: the latest unfinished run of the same plan or options, else "
+    "a new one, under results/<plan>/ (--plan), runs/adhoc/ (ad hoc) or runs/dry-run/<plan or adhoc>/.",
 )
 @click.option(
     "--model-dir", type=click.Path(path_type=Path), help="Local model directory (else the plan's source)."

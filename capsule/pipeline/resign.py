@@ -25,6 +25,7 @@ from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import verify_run
+from capsule.locks import hold
 from capsule.prereg.ledger import Ledger
 from capsule.report.document import changed_outputs, render_outputs, write_outputs
 from capsule.run_dir import RunDir
@@ -42,9 +43,15 @@ class ResignResult:
 def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = None) -> ResignResult:
     """Verify `run_dir`, re-render its RESULTS.md and plots, and sign a new bundle if they changed.
 
-    Raises VerificationError (nothing written) when the run does not verify as it stands, or when the
-    signing key is not one the run's plan trusts.
+    Raises VerificationError (nothing written) when the run does not verify as it stands or when the
+    signing key is not one the run's plan trusts, and BusyError when another process writes the run.
     """
+    with hold(run_dir, f"run directory {run_dir}"):
+        return _resign_locked(run_dir, ledger_path, signing_key)
+
+
+def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -> ResignResult:
+    """resign_run's steps, under the run directory's lock."""
     summary = verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
     signer, key_line = load_signing_key(signing_key)
     fingerprint = fingerprint_of(signer.public_key)

@@ -58,6 +58,7 @@ class BackendSpec:
 
 _TOKENS = 1_048_576  # the most tokens of context (or per step) an option may ask for: 8x the longest today
 
+FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdicts are of fake data
 SPECS: dict[str, BackendSpec] = {
     "hf": BackendSpec(
         "capsule.generation.backends.hf:HFBackend",
@@ -105,7 +106,7 @@ SPECS: dict[str, BackendSpec] = {
         },
         scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
     ),
-    "fake": BackendSpec(
+    FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",
         (),
         "",

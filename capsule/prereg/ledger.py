@@ -14,15 +14,17 @@ This module owns the file and its queries (load, append, is this plan sealed?); 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
+from capsule.locks import hold
 from capsule.prereg.anchor import AnchorCheck, check_anchor
 from capsule.prereg.chain import (
     BASE_FIELDS,
@@ -48,6 +50,7 @@ __all__ = [
 ]
 
 DEFAULT_LEDGER = Path("prereg/ledger.jsonl")
+LEDGER_WAIT_S = 30.0  # an append holds the lock for milliseconds, a signing for seconds: wait that long
 
 
 def utc_now() -> str:
@@ -168,8 +171,15 @@ class Ledger:
                 "(restore it from git; a sealed file is never deleted, only amended)"
             )
 
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the ledger's lock (`capsule.locks`, on its directory) for a `with` block: one writer
+        at a time. Waits up to LEDGER_WAIT_S for another writer, then BusyError naming its pid."""
+        with hold(self.path.parent, f"ledger {self.path}", wait_s=LEDGER_WAIT_S):
+            yield
+
     def append(self, kind: str, path: str, sha256: str, note: str, **extra: Any) -> dict[str, Any]:
-        """Append one entry durably (one write, fsync) under an exclusive lock; never rewrites a line.
+        """Append one entry durably (one write, fsync) under the ledger's lock; never rewrites a line.
         Refuses if the file changed since this ledger was loaded (someone else appended)."""
         if kind not in KINDS:
             raise BadInputError(f"unknown ledger entry kind {kind!r} (known: {', '.join(KINDS)})")
@@ -192,8 +202,7 @@ class Ledger:
         line = canonical_json(entry) + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        with open(self.path, "ab") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with self.locked(), open(self.path, "ab") as handle:
             if os.fstat(handle.fileno()).st_size != self._size:
                 raise VerificationError(
                     f"{self.path}: changed since it was loaded (another append?); reload and try again"
