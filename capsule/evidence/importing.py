@@ -8,7 +8,8 @@ fingerprint, the foreign bundle entry's hash and seq, and the hash of our plan r
 share. Order of checks, nothing appended unless all pass:
 
 1. the run is finished (signed bundle, analysis, every arm complete): else BadInputError (exit 2);
-2. its signature and every file verify (VerificationError, exit 3);
+2. its signature and every file verify, and its signer is a key the plan trusts here (the plan's
+   `[evidence] signers` and `signers` entries: `capsule.evidence.trust`) (VerificationError, exit 3);
 3. this ledger verifies and records the run's plan bytes (else exit 2: a run of another plan);
 4. the foreign ledger's entries link (hashes, prev, fields), its entries up to our plan record are
    byte-identical to ours, and after it the run's start, its bundle entry (this envelope, this key)
@@ -26,6 +27,7 @@ from typing import Any
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.evidence.finished import check_complete, read_bundle
+from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import check_ledger, verify_run
 from capsule.hashing import sha256_file
 from capsule.prereg.chain import PLAN_RECORD_KINDS, verify_links
@@ -119,6 +121,13 @@ def import_run(run_dir: Path, *, foreign_ledger: Path, ledger_path: Path, note: 
     if already is not None:
         return ImportResult(already, appended=False)
     seal_index = _plan_record(ours, bundle["plan"])
+    plan_copy = RunDir(run_dir).plan
+    check_signer(  # the foreign signer must be one this repository's plan trusts (prereg signers)
+        ours, bundle["plan"]["path"], summary.fingerprint,
+        plan_bytes=plan_copy.read_bytes() if plan_copy.is_file() else None,
+        remedy=f"if it is your collaborator's key, add it first: capsule prereg signers "
+        f"{Path(bundle['plan']['path']).parent} --add {summary.fingerprint} --reason \"...\"",
+    )
     theirs = _load_verified(foreign_ledger, "foreign ledger", files=False)
     _check_shared_prefix(ours, theirs, seal_index)
     try:

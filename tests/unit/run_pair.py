@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.evidence.signing import generate_signer
+from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
+from capsule.hashing import sha256_file
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
 
@@ -25,9 +26,20 @@ REPO = Path(__file__).resolve().parents[2]
 PLAN = "prereg/smoke"
 
 
+SIGNER = generate_signer()  # the test collaborator's key: trusted for the smoke plan in every new_root
+
+
 def new_root(path: Path) -> Path:
-    """A repository root holding a copy of this repository's prereg/ (plans and ledger)."""
+    """A repository root holding a copy of this repository's prereg/ (plans and ledger), whose ledger
+    trusts SIGNER for the smoke plan (a `signers` entry, as a real collaborator's key is added)."""
     shutil.copytree(REPO / "prereg", path / "prereg")
+    shutil.copytree(REPO / "results", path / "results")  # the ledger's bundled runs must be present
+    ledger = Ledger.load(path / "prereg" / "ledger.jsonl")
+    plan = f"{PLAN}/plan.toml"
+    ledger.append(
+        "signers", plan, sha256_file(path / plan), "the test collaborator's key",
+        fingerprints=[fingerprint_of(SIGNER.public_key)],
+    )
     return path
 
 
@@ -43,9 +55,9 @@ def dry_run(root: Path) -> Path:
     return run
 
 
-def sign(run: Path, ledger_path: Path | None) -> None:
-    """Sign `run` anew with a fresh key; with a ledger, record its bundle entry there."""
-    sign_again(run, key=generate_signer(), ledger=Ledger.load(ledger_path) if ledger_path else None)
+def sign(run: Path, ledger_path: Path | None, key: SigningKey | None = None) -> None:
+    """Sign `run` anew with `key` (default SIGNER); with a ledger, record its bundle entry there."""
+    sign_again(run, key=key or SIGNER, ledger=Ledger.load(ledger_path) if ledger_path else None)
 
 
 def edit_row(run: Path, arm: str, index: int = 0) -> int:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from run_pair import copy_run, dry_run, new_root, sign
 
 from capsule.cli import cli
+from capsule.evidence.signing import fingerprint_of, generate_signer
 from capsule.hashing import canonical_json, sha256_file
 from capsule.prereg.chain import GENESIS, entry_hash
 from capsule.prereg.ledger import Ledger, verify_ledger
@@ -186,3 +187,14 @@ def test_an_import_entry_naming_no_plan_record_breaks_the_chain(setup: tuple[Pat
     (ours / LEDGER).write_bytes(b"".join(canonical_json(e) + b"\n" for e in entries))
     result = _invoke(ours, "prereg", "verify")
     assert result.exit_code == 3 and "no earlier seal or amend" in result.output + result.stderr
+
+
+def test_a_run_signed_by_a_key_the_plan_does_not_trust_is_refused(setup: tuple[Path, Path, Path]) -> None:
+    ours, run, their_ledger = setup
+    before = (ours / LEDGER).read_bytes()
+    stranger = generate_signer()
+    sign(run, None, key=stranger)  # the same run, re-signed by a key no signers entry names
+    result = _import(ours, run, their_ledger)
+    _refused(ours, result, 3, fingerprint_of(stranger.public_key))
+    assert "capsule prereg signers" in result.stderr
+    _assert_nothing_appended(ours, before)
