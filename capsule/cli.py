@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "doctor": "capsule.commands.doctor:doctor",
     "report": "capsule.commands.report:report",
     "check-numbers": "capsule.commands.check_numbers:check_numbers",
+    "compare": "capsule.commands.compare:compare",
+    "import": "capsule.commands.import_run:import_run",
     "import-samples": "capsule.commands.import_samples:import_samples",
 }
 

@@ -11,7 +11,7 @@ from capsule.pipeline.reproduce import reproduce as run_plan
 from capsule.report.document import headline_line
 from capsule.run_dir import DRY_RUN_ROOT, RESULTS_ROOT
 
-DEFAULT_PLAN = Path("prereg/smollm2-135m-v2")
+DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
 
 
 @click.command()

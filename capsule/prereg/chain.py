@@ -17,21 +17,29 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_bytes, sha256_file
 
 GENESIS = "0" * 64
-KINDS = ("seal", "amend", "redact", "bundle", "signers")
+KINDS = ("seal", "amend", "redact", "bundle", "signers", "import")
 FILE_KINDS = ("seal", "amend", "redact")  # records that fix a file's bytes
 # `signers`: keys added to a sealed plan's trusted signers (`capsule.prereg.signers`); its `sha256` is
 # the plan's latest recorded hash, so it names the exact plan bytes it amends the trust of
 BASE_FIELDS = ("seq", "kind", "path", "sha256", "prev", "time", "note", "hash")
-# extras each kind must carry / may carry (bundle extras belong to `capsule.evidence.bundle` and are free)
+# extras each kind must carry / may carry (bundle extras belong to `capsule.evidence.bundle` and are free).
+# An `import` entry records a run made on another machine and chained in that machine's ledger
+# (`capsule.evidence.importing`): its envelope (path, sha256), run id, signer, the foreign `bundle`
+# entry's hash and seq, the foreign start head's seq, and `seal`: the hash of this ledger's plan
+# record that both chains share.
 REQUIRED_EXTRAS = {
     "seal": (),
     "amend": ("of", "of_sha256"),
     "redact": ("sealed_sha256", "offsets", "occurrences", "token_bytes", "file_bytes"),
     "signers": ("fingerprints",),
+    "import": ("run_id", "key_fingerprint", "foreign_entry", "foreign_seq", "foreign_start_seq", "seal"),
 }
-OPTIONAL_EXTRAS = {"seal": ("companions",), "amend": ("companions",), "redact": (), "signers": ()}
-_INT_EXTRAS = ("occurrences", "token_bytes", "file_bytes")
-_SHA_EXTRAS = ("of_sha256", "sealed_sha256")
+OPTIONAL_EXTRAS = {
+    "seal": ("companions",), "amend": ("companions",), "redact": (), "signers": (), "import": (),
+}
+PLAN_RECORD_KINDS = ("seal", "amend")
+_INT_EXTRAS = ("occurrences", "token_bytes", "file_bytes", "foreign_seq", "foreign_start_seq")
+_SHA_EXTRAS = ("of_sha256", "sealed_sha256", "foreign_entry", "seal", "key_fingerprint")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
 
@@ -78,6 +86,7 @@ class _Chain:
     def __init__(self, ledger_path: Path) -> None:
         self.ledger_path = ledger_path
         self.latest: dict[str, str] = {}
+        self.plan_records: set[str] = set()  # hashes of the seal / amend entries seen so far
         self.plans: set[str] = set()  # paths recorded as plans (a seal / amend listing companions)
 
     def broken(self, entry: dict[str, Any] | int, what: str) -> VerificationError:
@@ -152,6 +161,10 @@ class _Chain:
                 number,
                 f"redacts {path} from sha256 {entry['sealed_sha256']}, which is not its latest recorded hash",
             )
+        if kind == "import" and entry["seal"] not in self.plan_records:
+            raise self.broken(
+                number, f"imports against seal {entry['seal']}, which is no earlier seal or amend entry"
+            )
         if kind == "signers" and (path not in self.plans or latest.get(path) != entry["sha256"]):
             raise self.broken(
                 number,
@@ -193,18 +206,27 @@ class _Chain:
             raise self.broken(number, "fingerprints must be a non-empty list of distinct key fingerprints")
 
 
-def verify_chain(ledger_path: Path, root: Path, entries: list[dict[str, Any]]) -> None:
-    """Recompute every entry's hash and link, then re-hash every recorded file under `root` that still
-    exists against its latest record; VerificationError naming the first broken entry."""
+def verify_links(ledger_path: Path, entries: list[dict[str, Any]]) -> _Chain:
+    """Recompute every entry's hash and link and check each kind's fields, reading no recorded file
+    (what a ledger from another machine can be checked for); VerificationError naming the first
+    broken entry."""
     chain = _Chain(ledger_path)
     prev = GENESIS
-    last_entry: dict[str, dict[str, Any]] = {}
     for number, entry in enumerate(entries, start=1):
         chain.check_entry(number, entry, prev)
         prev = entry["hash"]
         chain.latest[entry["path"]] = entry["sha256"]
-        if entry["kind"] != "signers":  # a file is re-hashed against the record that fixed its bytes
-            last_entry[entry["path"]] = entry
+        if entry["kind"] in PLAN_RECORD_KINDS:
+            chain.plan_records.add(entry["hash"])
+    return chain
+
+
+def verify_chain(ledger_path: Path, root: Path, entries: list[dict[str, Any]]) -> None:
+    """Recompute every entry's hash and link, then re-hash every recorded file under `root` that still
+    exists against its latest record; VerificationError naming the first broken entry."""
+    chain = verify_links(ledger_path, entries)
+    # a file is re-hashed against the record that fixed its bytes (a signers entry only names a plan)
+    last_entry = {entry["path"]: entry for entry in entries if entry["kind"] != "signers"}
     for path, entry in sorted(last_entry.items(), key=lambda item: item[1]["seq"]):
         file = root / path
         link = symlink_on_path(root, path)

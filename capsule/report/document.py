@@ -21,6 +21,7 @@ from capsule.analysis.schema import Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
 from capsule.machine.manifest import validate_manifest
+from capsule.report.batch_finding import contrasts_dtypes
 from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
 from capsule.report.headline import headline_line
@@ -101,6 +102,7 @@ def render_report(
     lines = [f"# Results: {plan}" if plan else "# Results", ""]
     sections = [
         ("headline", None),
+        *([("batch_finding", None)] if contrasts_dtypes(analysis) else []),
         ("arms", "Arms"),
         ("comparisons", "Paired comparisons"),
         ("controls", "Controls"),

@@ -20,7 +20,7 @@ import json, sys
 from pathlib import Path
 from capsule.generation.backends import backend_class, check_backend
 from capsule.prereg.loader import load_plan
-for study in ("smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b"):
+for study in ("smoke", "smollm2-135m", "smollm2-135m-v2", "smollm2-135m-v3", "agents-a1-4b"):
     load_plan(Path("prereg") / study)
 classes = {}
 for name in ("hf", "vllm", "fake"):

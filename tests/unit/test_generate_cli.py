@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from capsule.cli import cli
+from capsule.machine.manifest import SCHEMA_VERSION
 
 DRY = ["--dry-run", "--no-progress", "--max-new-tokens", "4"]
 
@@ -44,7 +45,7 @@ def test_adhoc_dry_run_writes_an_unsealed_run_directory_that_resumes(tmp_path: P
         "presence_penalty": 0.0,
         "repetition_penalty": 1.0,
     }
-    assert _json(run / "manifest.json")["schema_version"] == 1
+    assert _json(run / "manifest.json")["schema_version"] == SCHEMA_VERSION
     meta = _json(run / "generations" / "adhoc.meta.json")
     assert meta["plan_hash"] == record["plan_sha256"] and meta["arm"]["decoding"]["temperature"] == 0.0
     rows_before = (run / "generations" / "adhoc.jsonl").read_bytes()

@@ -18,7 +18,7 @@ from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
 
-PLANS = ("smoke", "smollm2-135m-v2", "agents-a1-4b")  # the sealed, current plans
+PLANS = ("smoke", "smollm2-135m-v3", "agents-a1-4b")  # the sealed, current plans
 SMALL = 5000  # distinct sealed files up to this size get every byte flipped (and the ledger always)
 SAMPLED = 2000  # seeded positions flipped across the larger files
 
@@ -53,6 +53,8 @@ def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     first_bundle = next((e["seq"] for e in ledger.entries if e["kind"] == "bundle"), None)
     amended = superseded["seq"]
     assert first_bundle is None or first_bundle > amended  # the amendment precedes any result
+    again = ledger.superseded_by("prereg/smollm2-135m-v2/plan.toml")
+    assert again is not None and again["path"] == "prereg/smollm2-135m-v3/plan.toml"
     assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers"}
 
 
@@ -154,7 +156,7 @@ def test_cli_verify_exit_codes(copy_root: Path, monkeypatch: pytest.MonkeyPatch)
     runner = CliRunner()
     good = runner.invoke(cli, ["prereg", "verify"])
     assert good.exit_code == 0, good.output
-    assert "OK:" in good.output and "prereg/smollm2-135m-v2/plan.toml" in good.output
+    assert "OK:" in good.output and "prereg/smollm2-135m-v3/plan.toml" in good.output
     plan = copy_root / "prereg" / "smoke" / "plan.toml"
     original = plan.read_bytes()
     plan.write_bytes(original.replace(b"max_new_tokens = 48", b"max_new_tokens = 49", 1))
