@@ -181,8 +181,29 @@ def sign_payload(payload: bytes, signer: CryptoSigner) -> dict[str, Any]:
     return envelope.to_dict()
 
 
+def _check_envelope_shape(envelope: Any, where: str) -> None:
+    """A DSSE envelope's fields have the JSON types DSSE gives them (strings; signatures a list of
+    objects with string `keyid` and `sig`), checked before the library reads them."""
+    if not isinstance(envelope, dict):
+        raise VerificationError(f"{where}: malformed DSSE envelope (not a JSON object)")
+    for field in ("payload", "payloadType"):
+        if not isinstance(envelope.get(field), str):
+            raise VerificationError(f"{where}: malformed DSSE envelope (field {field!r} must be a string)")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list):
+        raise VerificationError(f"{where}: malformed DSSE envelope (field 'signatures' must be an array)")
+    for index, signature in enumerate(signatures):
+        if not isinstance(signature, dict) or not all(
+            isinstance(signature.get(field), str) for field in ("keyid", "sig")
+        ):
+            raise VerificationError(
+                f"{where}: malformed DSSE envelope (signatures[{index}] needs string 'keyid' and 'sig')"
+            )
+
+
 def verify_envelope(envelope: dict[str, Any], key: SSlibKey, where: str) -> bytes:
     """Check a DSSE envelope's signature by `key` and return its payload; VerificationError otherwise."""
+    _check_envelope_shape(envelope, where)
     try:
         parsed = Envelope.from_dict(json.loads(json.dumps(envelope)))  # from_dict mutates its input
     except (KeyError, TypeError, ValueError, AttributeError, sslib_exceptions.FormatError) as error:

@@ -8,7 +8,6 @@ holds from its start, the sealed plan's copy and the machine's manifest, is writ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from capsule import __version__
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file
+from capsule.jsonio import read_json_object
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
 from capsule.prereg.ledger import utc_now
@@ -54,12 +54,9 @@ def new_run_id(plan_sha256: str, now: datetime | None = None) -> str:
 def read_run_record(path: Path) -> dict[str, Any]:
     """Load `run.json` of a run directory (BadInputError naming the file if absent or malformed)."""
     record_path = RunDir(path).record
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory") from error
-    except json.JSONDecodeError as error:
-        raise BadInputError(f"{record_path}: not JSON ({error.msg}, line {error.lineno})") from error
+    if not record_path.exists():
+        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory")
+    record = read_json_object(record_path, "run record (run.json)")
     for field in ("run_id", "plan_sha256", "plan_path", "ledger_head_at_start", "started"):
         if field not in record:
             raise BadInputError(f"{record_path}: missing field '{field}'")
@@ -74,8 +71,8 @@ def _resumable(results_root: Path, plan_sha256: str) -> Path | None:
         if not record_path.is_file() or RunDir(candidate).is_bundled:
             continue
         try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
+            record = read_json_object(record_path, "run record (run.json)")
+        except BadInputError:
             continue
         if record.get("plan_sha256") == plan_sha256:
             return candidate

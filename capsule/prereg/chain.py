@@ -86,6 +86,8 @@ class _Chain:
             raise self.broken(number, f"time {entry['time']!r} is not UTC ISO-8601 with Z")
         if not isinstance(entry["note"], str):
             raise self.broken(number, "note must be a string")
+        if not isinstance(entry["path"], str):
+            raise self.broken(number, f"path must be a string, not {entry['path']!r}")
         try:
             check_relpath(entry["path"])
         except BadInputError as error:
@@ -103,6 +105,14 @@ class _Chain:
                 number,
                 f"{kind} entry fields: missing {sorted(missing)}, unexpected {sorted(extras - allowed)}",
             )
+        for field in ("of", "of_sha256", "sealed_sha256"):
+            if field in entry and not isinstance(entry[field], str):
+                raise self.broken(number, f"{field} must be a string, not {entry[field]!r}")
+        companions = entry.get("companions") or {}
+        if not isinstance(companions, dict) or not all(
+            isinstance(name, str) and isinstance(digest, str) for name, digest in companions.items()
+        ):
+            raise self.broken(number, "companions must map repo-relative paths to sha256 strings")
         if kind == "seal" and path in latest:
             raise self.broken(
                 number, f"re-seals {path}, already recorded (a sealed file changes only by amend)"
@@ -117,7 +127,7 @@ class _Chain:
                 number,
                 f"redacts {path} from sha256 {entry['sealed_sha256']}, which is not its latest recorded hash",
             )
-        for companion, digest in (entry.get("companions") or {}).items():
+        for companion, digest in companions.items():
             if latest.get(companion) != digest:
                 raise self.broken(number, f"companion {companion} sha256 {digest} is not its latest record")
 

@@ -186,6 +186,10 @@ def parse_plan(text: str, path: Path) -> Plan:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise BadInputError(f"{file}: not valid TOML: {error}") from error
+    except RecursionError:  # tomllib recurses per nesting level: a plan is a few levels deep
+        raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None
+    except ValueError as error:  # an integer of thousands of digits (int() refuses to convert it)
+        raise BadInputError(f"{file}: a value is out of range ({error})") from None
     top = Section(file, "top level", data)
     top.keys(
         ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
@@ -238,4 +242,6 @@ def read_plan(path: Path) -> tuple[Plan, bytes]:
         raise BadInputError(f"{file}: no such plan file") from error
     except UnicodeDecodeError as error:
         raise BadInputError(f"{file}: not UTF-8 text ({error})") from error
+    except OSError as error:
+        raise BadInputError(f"{file}: cannot read the plan ({error.strerror or error})") from None
     return parse_plan(text, file), data
