@@ -108,7 +108,7 @@ class _Chain:
         for field in ("of", "of_sha256", "sealed_sha256"):
             if field in entry and not isinstance(entry[field], str):
                 raise self.broken(number, f"{field} must be a string, not {entry[field]!r}")
-        companions = entry.get("companions") or {}
+        companions = entry.get("companions", {})
         if not isinstance(companions, dict) or not all(
             isinstance(name, str) and isinstance(digest, str) for name, digest in companions.items()
         ):

@@ -10,6 +10,8 @@ from typing import Any
 
 from capsule.errors import BadInputError
 
+INT64_MAX = 2**63 - 1
+
 
 class Section:
     """One TOML table of the plan file, with `where` (e.g. "arm 'bs4'") for error messages."""
@@ -34,7 +36,11 @@ class Section:
                 raise self.fail(f"missing required key {key!r} (it can change results, so it has no default)")
 
     def _get(self, key: str, default: Any) -> Any:
-        return self.data.get(key, default) if default is not None else self.data[key]
+        if default is not None:
+            return self.data.get(key, default)
+        if key not in self.data:
+            raise self.fail(f"missing required key {key!r}")
+        return self.data[key]
 
     def text(self, key: str, choices: tuple[str, ...] = (), default: str | None = None) -> str:
         """A string value, optionally one of `choices`."""
@@ -52,6 +58,8 @@ class Section:
             raise self.fail(f"{key!r} must be an integer, got {value!r}")
         if value < minimum:
             raise self.fail(f"{key!r} is {value}; it must be at least {minimum}")
+        if value > INT64_MAX:  # seeds reach torch and vLLM as int64; and run files bound numbers' length
+            raise self.fail(f"{key!r} is {value}; it must be at most {INT64_MAX} (2**63 - 1)")
         return value
 
     def number(self, key: str, low: float, high: float, default: float | None = None) -> float:
@@ -73,5 +81,5 @@ class Section:
     def sub(self, key: str, where: str) -> Section:
         """A nested table."""
         return Section(
-            self.file, f"{self.where}.{where}" if self.where != "top level" else where, self.data[key]
+            self.file, f"{self.where}.{where}" if self.where != "top level" else where, self._get(key, None)
         )

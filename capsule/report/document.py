@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capsule.analysis.schema import Analysis
+from capsule.analysis.schema import SCHEMA, Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
 from capsule.jsonio import read_json_object
@@ -122,6 +122,11 @@ def load_run(run_dir: Path) -> ReportInput:
     if not path.exists():
         raise BadInputError(f"{path}: no {path.name}; run `capsule reproduce` for this run first")
     data = read_json_object(path, "analysis.json")
+    if data.get("schema") != SCHEMA:
+        raise BadInputError(
+            f"{path}: field 'schema' is {data.get('schema')!r}, this capsule reads {SCHEMA!r}; "
+            "re-derive it with `capsule reproduce`"
+        )
     try:
         analysis = Analysis.from_json(data)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
