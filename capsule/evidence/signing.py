@@ -7,7 +7,7 @@ Private keys are PKCS#8 PEM files (mode 0600), public keys SubjectPublicKeyInfo 
 
 from __future__ import annotations
 
-import json
+import copy
 import os
 import stat
 from dataclasses import dataclass
@@ -205,7 +205,7 @@ def verify_envelope(envelope: dict[str, Any], key: SSlibKey, where: str) -> byte
     """Check a DSSE envelope's signature by `key` and return its payload; VerificationError otherwise."""
     _check_envelope_shape(envelope, where)
     try:
-        parsed = Envelope.from_dict(json.loads(json.dumps(envelope)))  # from_dict mutates its input
+        parsed = Envelope.from_dict(copy.deepcopy(envelope))  # from_dict mutates its input
     except (KeyError, TypeError, ValueError, AttributeError, sslib_exceptions.FormatError) as error:
         raise VerificationError(f"{where}: malformed DSSE envelope ({error!r})") from error
     if parsed.payload_type != PAYLOAD_TYPE:
