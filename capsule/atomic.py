@@ -21,10 +21,24 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def make_directory(path: Path, what: str, mode: int = 0o777) -> None:
+    """Create directory `path` and its missing parents; a place that cannot hold it (a parent that
+    is a file, a directory not writable) is a BadInputError naming `what` it was for."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=mode)
+    except OSError as error:
+        raise BadInputError(
+            f"{path}: cannot make the {what} here ({error.strerror or error}); choose another path"
+        ) from None
+
+
 def _temporary_beside(path: Path) -> tuple[int, str]:
     """Create `path`'s missing parents and an empty temporary file beside it: (fd, its path)."""
     if path.is_dir():
         raise BadInputError(f"{path}: is a directory; give a file path to write")
+    existing = next((parent for parent in path.parents if parent.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise BadInputError(f"{path}: cannot write here, {existing} is a file; choose another path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)

@@ -19,7 +19,7 @@ from securesystemslib import exceptions as sslib_exceptions
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import ED25519, KEY_TYPE_ED25519, CryptoSigner, SSlibKey
 
-from capsule.atomic import write_bytes_atomic
+from capsule.atomic import make_directory, write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes
 
@@ -108,7 +108,7 @@ def generate_keypair(out_dir: Path | None = None, *, overwrite: bool = False) ->
         for existing in (private_path, public_path):
             if existing.exists():
                 raise BadInputError(f"{existing} already exists; choose another --out DIR or pass --force")
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_directory(directory, "key directory", mode=0o700)
     signer = generate_signer()
     private_path.unlink(missing_ok=True)
     _write_private(private_path, signer.private_bytes)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule import __version__
-from capsule.atomic import write_bytes_atomic, write_json_atomic
+from capsule.atomic import make_directory, write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json_object
@@ -109,9 +109,9 @@ def open_run_dir(
             return OpenRun(RunDir(found), read_run_record(found), resumed=True)
     run_id = new_run_id(plan_sha256)
     path = explicit or results_root / run_id
-    if path.exists() and any(path.iterdir()):
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise BadInputError(f"{path}: exists and is not a capsule run directory; choose another --run-dir")
-    path.mkdir(parents=True, exist_ok=True)
+    make_directory(path, "run directory")
     record = {
         "run_id": run_id,
         "plan_path": plan_path,

@@ -279,6 +279,24 @@ def generations_cases(bases: Bases) -> Iterator[Case]:
     )
 
 
+def output_cases(bases: Bases) -> Iterator[Case]:
+    """Commands told to write under a regular file: refused before anything is written."""
+    for label, args in (
+        ("keygen key directory under a file", ("keygen", "--out", "{w}/a-file/keys")),
+        ("keygen key directory is a file", ("keygen", "--out", "{w}/a-file")),
+        (
+            "generate run directory under a file",
+            ("generate", "--backend", "fake", "--first", "2", "--out", "{w}/a-file/run"),
+        ),
+        (
+            "generate run directory is a file",
+            ("generate", "--backend", "fake", "--first", "2", "--out", "{w}/a-file"),
+        ),
+        ("manifest written under a file", ("manifest", "--out", "{w}/a-file/m.json")),
+    ):
+        yield Case("output", label, "generations", (), args, 2)
+
+
 # ---- plans: `capsule prereg seal` ----------------------------------------------------------------
 
 PLAN_FILE = "prereg/smoke/plan.toml"
@@ -648,7 +666,15 @@ def analysis_cases(bases: Bases) -> Iterator[Case]:
     yield case("empty file", b"")
 
 
-GENERATORS = (generations_cases, plan_cases, ledger_cases, bundle_cases, manifest_cases, analysis_cases)
+GENERATORS = (
+    generations_cases,
+    output_cases,
+    plan_cases,
+    ledger_cases,
+    bundle_cases,
+    manifest_cases,
+    analysis_cases,
+)
 
 
 def all_cases(bases: Bases) -> list[Case]:
