@@ -99,6 +99,15 @@ def _restore(undo: list[tuple[Path, bytes | None, bool]]) -> None:
             path.write_bytes(old)
 
 
+def _remove_new(root: Path, base: set[str]) -> None:
+    for relative in sorted(set(snapshot(root)) - base, reverse=True):
+        path = root / relative
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def test_the_corpus_is_large_and_covers_every_loader() -> None:
     by_loader = counts(CASES)
     print(
@@ -163,6 +172,7 @@ def test_the_bases_are_valid(workspaces: dict[str, Path]) -> None:
 @pytest.mark.parametrize("case", list(_params()))
 def test_bad_input_is_one_clean_error(case: Case, workspaces: dict[str, Path]) -> None:
     root = workspaces[case.base]
+    base = set(snapshot(root))
     undo = _lay(root, case)
     try:
         before = snapshot(root)
@@ -171,6 +181,7 @@ def test_bad_input_is_one_clean_error(case: Case, workspaces: dict[str, Path]) -
         after = snapshot(root)
     finally:
         _restore(undo)
+        _remove_new(root, base)  # what a wrongly accepted case wrote must not leak into the next one
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"traceback: {result.exception!r}") from result.exception
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
