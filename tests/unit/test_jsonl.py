@@ -170,3 +170,32 @@ def test_the_reader_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['ifeval_scorer', 'ifeval_scorer.errors', 'ifeval_scorer.jsonl']"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"key": "1019", "batch_index": 1}',
+        '{"key": 1019, "batch_index": true}',
+        "[1019, 1]",
+        '{"key": 1019, "key": 1019, "batch_index": 1}',
+        '{"key": ' + "9" * 5000 + ', "batch_index": 1}',
+        '{"raw": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"key": 1019, "batch_index": 1, "raw": NaN}',
+    ],
+)
+def test_a_stored_arm_with_bad_rows_is_refused_in_one_line(tmp_path: Path, line: str) -> None:
+    from capsule.generation.store import ArmStore
+    from capsule.hashing import sha256_json
+    from capsule.run_dir import RunDir
+
+    store = ArmStore(RunDir(tmp_path), "arm")
+    store.rows_path.parent.mkdir(parents=True)
+    identity = {"arm": "arm"}
+    write_json_atomic(store.meta_path, {"identity": identity, "identity_sha256": sha256_json(identity)})
+    store.rows_path.write_text(line + "\n", encoding="utf-8")
+    before = store.rows_path.read_bytes()
+    with pytest.raises(BadInputError) as caught:
+        store.open(identity, [])
+    assert str(store.rows_path) in str(caught.value) and "\n" not in str(caught.value)
+    assert store.rows_path.read_bytes() == before
