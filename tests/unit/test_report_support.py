@@ -16,7 +16,17 @@ from capsule.prereg.plan import Comparison, Control
 PROMPTS = toy_prompts(40)
 SCORE = make_scorer(PROMPTS)
 
-MANIFEST: dict[str, Any] = {
+
+def _merged(base: dict[str, Any], toy: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `toy`'s values laid over it, table by table (a model's `source` is replaced whole)."""
+    out = dict(base)
+    for key, value in toy.items():
+        nested = isinstance(value, dict) and isinstance(base.get(key), dict) and key != "source"
+        out[key] = _merged(base[key], value) if nested else value
+    return out
+
+
+TOY_MANIFEST: dict[str, Any] = {
     "capture": {"created_at": "2026-01-02T03:04:05Z"},
     "host": {
         "cpu": {"model": "Toy CPU", "logical_cores": 4, "usable_cores": 4},
@@ -33,6 +43,13 @@ MANIFEST: dict[str, Any] = {
         "tree_digest": "cd" * 32,
     },
 }
+#: A manifest the schema accepts (the committed CPU example) showing the toy machine's values.
+MANIFEST = _merged(
+    json.loads(
+        (Path(__file__).resolve().parents[2] / "manifests/examples/cpu-2core.json").read_text("utf-8")
+    ),
+    TOY_MANIFEST,
+)
 
 
 def toy_analysis(
