@@ -82,9 +82,15 @@ def _line_of(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
 
+def _key_name(token: str) -> str:
+    try:
+        return str(json.loads(token))
+    except ValueError:  # a malformed key (a bad escape): name it as written
+        return token[1:-1]
+
+
 def _field_path(keys: list[str | None]) -> str | None:
-    names = [json.loads(key) for key in keys if key is not None]
-    return ".".join(str(name) for name in names) or None
+    return ".".join(_key_name(key) for key in keys if key is not None) or None
 
 
 def check_bounds(text: str) -> tuple[int, str, str | None] | None:

@@ -85,3 +85,5 @@ def text_variants(text: str) -> Iterator[tuple[str, bytes]]:
     yield "nested 100000 deep", nested(100_000).encode()
     yield "array top nested 5000", ("[" * 5_000 + "]" * 5_000).encode()
     yield "a 5000-digit number", ("9" * 5_000).encode()
+    yield "deep under a key with a bad escape", ('{"a\\q": ' + nested(100) + "}").encode()
+    yield "long number under a key with a bad escape", ('{"a\\q": ' + "1" * 50 + "}").encode()

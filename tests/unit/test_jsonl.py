@@ -92,6 +92,7 @@ def test_the_writer_refuses_what_the_reader_would(value: object) -> None:
         ('{"x": 1e999}', "out of range"),
         ('{"x": "\\ud800"}', "lone surrogate"),
         ('{"x": 1,}', "not valid JSON"),
+        ('{"a\\q": ' + "[" * 70, "nested deeper than 64 levels \\(field 'a\\\\\\\\q'\\)"),
     ],
 )
 def test_the_reader_refuses_with_one_line(text: str, problem: str) -> None:
