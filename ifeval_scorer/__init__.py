@@ -68,6 +68,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    """The public names, loaded or not."""
+    return sorted(set(globals()) | set(_HOMES))
+
+
 __all__ = [
     "Band",
     "INSTRUCTION_IDS",
