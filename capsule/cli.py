@@ -27,9 +27,11 @@ COMMANDS: dict[str, str] = {
     "verify": "capsule.commands.verify:verify",
     "generate": "capsule.commands.generate:generate",
     "prereg": "capsule.commands.prereg:prereg",
+    "plan": "capsule.commands.plan:plan",
     "doctor": "capsule.commands.doctor:doctor",
     "report": "capsule.commands.report:report",
     "check-numbers": "capsule.commands.check_numbers:check_numbers",
+    "import-samples": "capsule.commands.import_samples:import_samples",
 }
 
 

@@ -95,7 +95,10 @@ def reproduce(
         progress=not no_progress,
     )
     if dry_run:
-        click.echo("DRY RUN: every arm on the fake backend; the numbers below mean nothing.", err=True)
+        click.echo(
+            "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "
+            "and it is not recorded in the ledger.", err=True,
+        )
     result = run_plan(options, say=lambda line: click.echo(line, err=True))
     headline = result.headline
     if result.failed_controls:
@@ -103,4 +106,10 @@ def reproduce(
     for reading in headline.get("readings", []):
         click.echo(headline_line(reading))
     click.echo(f"run: {result.run_dir}")
+    if dry_run:
+        click.echo(
+            "DRY RUN: the verdicts above are of fake data (the fake backend, no model), not of the model; "
+            "this run is not in the ledger, and `capsule verify` refuses it"
+        )
+        return
     click.echo(f"verify: capsule verify {result.run_dir}")

@@ -5,7 +5,8 @@ and every listed path stays inside the run directory (before any listed file is 
 signature verifies with the given or the included key; the signed Statement pins `bundle.json`
 and agrees with it; the included key is the signing key; no file is missing or extra; every file's
 size and sha256 match; the ledger verifies, the plan's seal precedes the run's start, and the
-`bundle` entry pins this envelope and key. Any failure raises VerificationError (exit 3).
+`bundle` entry pins this envelope and key; the signing key is trusted for the run's plan
+(`capsule.evidence.trust`) or pinned by the user. Any failure raises VerificationError (exit 3).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from capsule.evidence.bundle import (
     list_run_files,
 )
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
+from capsule.evidence.trust import check_signer
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.jsonio import parse_json
 from capsule.prereg.chain import FILE_KINDS
@@ -46,13 +48,14 @@ class VerifySummary:
     bundle_seq: Any
     ledger_path: Path
     ledger_entries: int
+    trust: str  # which key signed and why it is accepted (`capsule.evidence.trust.SignerVerdict.why`)
 
     def line(self) -> str:
-        """One line: files, signature (and which key), plan seal order, ledger."""
+        """One line: files, signature (and which key, and why it is trusted), plan seal order, ledger."""
         return (
             f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
-            f"{self.fingerprint[:16]} ({self.key_source}); plan {self.plan_path} sealed at ledger entry "
-            f"{self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
+            f"{self.fingerprint} ({self.key_source}); {self.trust}; plan {self.plan_path} sealed at ledger "
+            f"entry {self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
             f"{self.bundle_seq}; ledger {self.ledger_path} ({self.ledger_entries} entries) verifies"
         )
 
@@ -245,8 +248,19 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> Veri
         )
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
+    plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
+    recorded = [e.get("seq") for e in ledger.entries if e.get("kind") == "bundle"
+                and e.get("run_id") == bundle["run_id"] and e.get("sha256") == envelope_sha256]
+    try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
+        verdict = check_signer(
+            ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
+            bundled_at=recorded[-1] if recorded else None,
+        )
+    except CapsuleError as error:  # an unreadable plan copy is a failed verification too
+        raise VerificationError(f"run {bundle['run_id']}: {error}") from error
     plan_seq, start_seq, bundle_seq = _check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
+        verdict.why,
     )

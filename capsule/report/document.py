@@ -20,7 +20,7 @@ from capsule.analysis.schema import SCHEMA, Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
 from capsule.jsonio import read_json_object
-from capsule.machine.manifest import load_manifest
+from capsule.machine.manifest import load_manifest, validate_manifest
 from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
 from capsule.report.headline import headline_line
@@ -136,7 +136,15 @@ def load_run(run_dir: Path) -> ReportInput:
         ) from None
     manifest = load_manifest(run.manifest) if run.manifest.exists() else None
     plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
-    return ReportInput(analysis, manifest, plots)
+    return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots)
+
+
+def _checked_manifest(manifest: Any, path: Path) -> Mapping[str, Any] | None:
+    """The run's manifest, refused (BadInputError naming the field) unless it meets the schema: the
+    Machine section would otherwise render `{}` or a manifest missing its GPU as if it were one."""
+    if path.exists():
+        validate_manifest(manifest, where=str(path))
+    return manifest
 
 
 def bundle_fingerprint(run_dir: Path) -> str | None:

@@ -150,7 +150,8 @@ def test_max_num_seqs_is_batch_size(smoke_copy: Path) -> None:
 
 
 def test_env_values_are_strings(smoke_copy: Path) -> None:
-    assert "env names are UPPER_CASE" in refused(edit(smoke_copy, 'RESERVED_CPU = "0"', "RESERVED_CPU = 0"))
+    message = refused(edit(smoke_copy, 'RESERVED_CPU = "0"', "RESERVED_CPU = 0"))
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU = 0: the value must be a string (quote it)" in message
 
 
 def test_bad_sha(smoke_copy: Path) -> None:
@@ -162,7 +163,8 @@ def test_unknown_subset(smoke_copy: Path) -> None:
 
 
 def test_subset_too_large(smoke_copy: Path) -> None:
-    assert "exceeds the 541 pinned prompts" in refused(edit(smoke_copy, "n = 8", "n = 600"))
+    message = refused(edit(smoke_copy, "n = 8", "n = 600"))
+    assert "'n' is 600; it must be at most 541 (the pinned prompt file holds 541 prompts)" in message
 
 
 def test_seeded_subset_needs_seed(smoke_copy: Path) -> None:

@@ -25,10 +25,12 @@ SAMPLED = 2000  # seeded positions flipped across the larger files
 
 @pytest.fixture(scope="module")
 def copy_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A temporary repo root holding a copy of the real prereg/ (plans, rationales, controls, ledger)."""
+    """A temporary repo root holding a copy of the real prereg/ (plans, rationales, controls, ledger) and
+    results/ (the bundled runs the ledger records, which `verify_ledger` requires to be present)."""
     repo = Path(__file__).resolve().parents[2]
     root = tmp_path_factory.mktemp("sealed")
     shutil.copytree(repo / "prereg", root / "prereg")
+    shutil.copytree(repo / "results", root / "results")
     return root
 
 
@@ -51,7 +53,7 @@ def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     first_bundle = next((e["seq"] for e in ledger.entries if e["kind"] == "bundle"), None)
     amended = superseded["seq"]
     assert first_bundle is None or first_bundle > amended  # the amendment precedes any result
-    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle"}
+    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers"}
 
 
 def test_copy_verifies_unmodified(copy_root: Path) -> None:
@@ -124,10 +126,11 @@ def test_deleted_moved_duplicated_lines_are_named(copy_root: Path) -> None:
     lines = ledger.read_bytes().splitlines(keepends=True)
     n = len(lines)
     for i in range(n):
-        trailing_bundle = i == n - 1 and json.loads(lines[i])["kind"] == "bundle"
-        if trailing_bundle:
-            # Known limit (prereg/README.md): without an outside copy of the head, a deleted trailing
-            # bundle entry leaves a valid chain; `capsule verify RUN` then fails for lack of the entry.
+        trailing_record = i == n - 1 and json.loads(lines[i])["kind"] in ("bundle", "signers")
+        if trailing_record:
+            # Known limit of the chain alone (prereg/README.md): a deleted trailing bundle or signers
+            # entry leaves a valid chain; the anchor catches it (test_ledger_anchor.py), and
+            # `capsule verify RUN` fails for lack of the entry.
             ledger.write_bytes(b"".join(lines[:i]))
             verify_ledger(ledger)
             ledger.write_bytes(b"".join(lines))
