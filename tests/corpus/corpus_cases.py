@@ -441,7 +441,7 @@ def plan_cases(bases: Bases) -> Iterator[Case]:
         plan = copy.deepcopy(bases.plan)
         _at(plan, section)[key] = wrong
         yield case(label, corpus_toml.dumps(plan).encode())
-    for label, section, key, wrong, missing in PENDING_PLAN_CASES:
+    for label, section, key, wrong, _needs in PENDING_PLAN_CASES:  # refused since the plan bounds landed
         plan = copy.deepcopy(bases.plan)
         _at(plan, section)[key] = wrong
         yield case(label, corpus_toml.dumps(plan).encode())  # refused since the plan bounds landed
