@@ -57,9 +57,19 @@ min_pairs = 50
 def write_and_seal_fake_plan(root: Path) -> Path:
     """Write prereg/fakeplan/ under `root` (the working directory) and seal it in root's ledger,
     trusting a signing key made now in the default key directory (so every process signs with it)."""
-    from capsule.evidence.signing import generate_keypair
+    from capsule.evidence.signing import (
+        PRIVATE_KEY_NAME,
+        default_key_dir,
+        fingerprint_of,
+        generate_keypair,
+        load_signing_key,
+    )
 
-    signer = generate_keypair().fingerprint
+    key = default_key_dir() / PRIVATE_KEY_NAME
+    if key.exists():
+        signer = fingerprint_of(load_signing_key(key)[0].public_key)
+    else:
+        signer = generate_keypair().fingerprint
     smoke = (root / "prereg" / "smoke" / "plan.toml").read_text(encoding="utf-8")
     header = smoke.split("# ---- greedy arms")[0]
     directory = root / PLAN_DIR
