@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from capsule.errors import BadInputError
+from capsule.jsonio import dumps_document, dumps_line, read_jsonl_objects
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -19,10 +21,38 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def make_directory(path: Path, what: str, mode: int = 0o777) -> None:
+    """Create directory `path` and its missing parents; a place that cannot hold it (a parent that
+    is a file, a directory not writable) is a BadInputError naming `what` it was for."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=mode)
+    except OSError as error:
+        raise BadInputError(
+            f"{path}: cannot make the {what} here ({error.strerror or error}); choose another path"
+        ) from None
+
+
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """Create `path`'s missing parents and an empty temporary file beside it: (fd, its path)."""
+    if path.is_dir():
+        raise BadInputError(f"{path}: is a directory; give a file path to write")
+    existing = next((parent for parent in path.parents if parent.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise BadInputError(f"{path}: cannot write here, {existing} is a file; choose another path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    except OSError as error:
+        raise BadInputError(
+            f"{path}: cannot write here ({error.strerror or error}); choose another path"
+        ) from None
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `path`, fsync it, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    """Write `data` to a temporary file beside `path`, fsync it, then rename it over `path`.
+    A place that cannot hold the file (a parent that is a file, a directory not writable, the path a
+    directory) is a BadInputError naming it, and nothing is written."""
+    fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -41,14 +71,14 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
-    """Atomically write indented, key-sorted JSON with a trailing newline (stable bytes for hashing)."""
-    write_text_atomic(path, json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """Atomically write indented, key-sorted JSON with a trailing newline (stable bytes for hashing),
+    as `capsule.jsonio` writes it and reads it back."""
+    write_text_atomic(path, dumps_document(value))
 
 
 def copy_atomic(source: Path, destination: Path) -> None:
     """Copy a file so that `destination` either does not exist or holds all of `source`."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
+    fd, tmp = _temporary_beside(destination)
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
@@ -66,7 +96,7 @@ def append_jsonl_durable(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     A torn final line can still appear if the machine dies mid-write; readers of such files use
     `read_jsonl_complete`, which ignores a final line without its newline.
     """
-    payload = "".join(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n" for row in rows)
+    payload = "".join(dumps_line(row) for row in rows)
     if not payload:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,14 +106,12 @@ def append_jsonl_durable(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         os.fsync(handle.fileno())
 
 
-def read_jsonl_complete(path: Path) -> list[dict[str, Any]]:
-    """Read the complete JSON lines of a file written by `append_jsonl_durable` (a torn tail is dropped)."""
+def read_jsonl_complete(path: Path, what: str = "JSON Lines file") -> list[dict[str, Any]]:
+    """Read the complete JSON lines of a file written by `append_jsonl_durable` (a torn tail is dropped);
+    every line must be an object (BadInputError naming the file and line otherwise)."""
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    complete = lines[:-1]  # the last element is "" after a final newline, or a torn fragment
-    return [json.loads(line) for line in complete if line.strip()]
+    return read_jsonl_objects(path, what, torn_tail="drop")
 
 
 def truncate_torn_tail(path: Path) -> int:

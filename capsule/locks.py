@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from capsule.errors import BusyError
+from capsule.errors import BadInputError, BusyError
 
 PROC_LOCKS = Path("/proc/locks")
 _HELD: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) of a directory this process holds -> depth
@@ -62,8 +62,13 @@ def hold(directory: Path, what: str, wait_s: float = 0.0) -> Iterator[None]:
     If another process holds it, retry for up to `wait_s` seconds, then raise BusyError (exit 2)
     naming `what` and the holder's pid, before the caller has written anything.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as error:  # a parent that is a file, no permission, ...: the user's path to fix
+        raise BadInputError(
+            f"{directory}: cannot create or open it to hold {what} ({error.strerror}); choose another path"
+        ) from None
     try:
         status = os.fstat(descriptor)
         key = (status.st_dev, status.st_ino)

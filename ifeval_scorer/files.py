@@ -29,6 +29,22 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def check_output_path(path: Path) -> None:
+    """Refuse, before any work, an output path that cannot be written: a directory, a parent that is
+    a file, or a nearest existing parent directory this user may not write into."""
+    if path.is_dir():
+        raise ScorerInputError(f"{path}: is a directory; give a file path to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ScorerInputError(f"{path}: cannot write here, {parent} is a file; choose another path")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise ScorerInputError(
+                    f"{path}: cannot write here, {parent} is not writable; choose another path"
+                )
+            return
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write UTF-8 `text` to a user-only temporary file beside `path`, fsync it, rename it over `path`.
 

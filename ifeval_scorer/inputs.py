@@ -8,14 +8,19 @@ scoring or writing happens.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ifeval_scorer.errors import ScorerInputError
+from ifeval_scorer.jsonl import read_lines
 from ifeval_scorer.prompts import Prompt
+
+# A key written as a string: ASCII digits only (str.isdigit() also takes full-width and Arabic-Indic
+# digits, which int() converts), and few enough of them to convert quickly.
+_KEY_TEXT = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,10 @@ class Response:
 def _key_of(row: Mapping[str, Any], by_text: Mapping[str, int], where: str) -> int:
     if "key" in row:
         key = row["key"]
-        if isinstance(key, str) and key.strip().isdigit():
-            return int(key)
+        if isinstance(key, str):
+            if _KEY_TEXT.fullmatch(key.strip(" ")):
+                return int(key)
+            raise ScorerInputError(f"{where}: key {key!r} is not an integer (ASCII digits 0-9 only)")
         if isinstance(key, bool) or not isinstance(key, int):
             raise ScorerInputError(f"{where}: key {key!r} is not an integer")
         return key
@@ -71,25 +78,15 @@ def rows_in_memory(rows: Iterable[Mapping[str, Any]]) -> Iterable[tuple[str, Any
 
 
 def rows_in_file(path: Path) -> list[tuple[str, Any]]:
-    """Read a JSONL file into (`path:line`, row) pairs; blank lines are skipped, bad JSON is an error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScorerInputError(f"{path}: generations file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScorerInputError(f"{path}: cannot read generations file ({error})") from error
-    pairs: list[tuple[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            pairs.append((where, json.loads(line)))
-        except json.JSONDecodeError as error:
-            raise ScorerInputError(f"{where}: not valid JSON ({error.msg})") from error
-    return pairs
+    """Read a JSONL file into (`path:line`, row) pairs with the strict reader (`ifeval_scorer.jsonl`:
+    split on `\\n` only, bounded depth and numbers, no repeated field); blank lines are skipped."""
+    return [(f"{path}:{number}", row) for number, row in read_lines(path, "generations file")]
 
 
 def read_generations(path: Path, prompts: Mapping[int, Prompt]) -> list[Response]:
-    """Read and validate a generations JSONL file (rows with `key` and `response`)."""
-    return validate_rows(rows_in_file(path), prompts)
+    """Read and validate a generations JSONL file (rows with `key` and `response`); a file without
+    a single row is an error (scoring nothing would print metrics of nothing)."""
+    rows = rows_in_file(path)
+    if not rows:
+        raise ScorerInputError(f"{path}: the generations file holds no rows; give a file with one row a line")
+    return validate_rows(rows, prompts)

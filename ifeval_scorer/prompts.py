@@ -6,7 +6,6 @@ one, and how it is fetched and verified, is the caller's business (the capsule p
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ifeval_scorer.errors import ScorerInputError
+from ifeval_scorer.jsonl import read_lines
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,9 @@ class Prompt:
 PromptSource: TypeAlias = Mapping[int, Prompt] | str | os.PathLike[str]
 
 
-def _row(line: str) -> Prompt:
-    row = json.loads(line)
+def _row(row: Any) -> Prompt:
+    if isinstance(row.get("key"), bool) or not isinstance(row.get("key"), int):
+        raise ValueError(f"key {row.get('key')!r} is not an integer")
     return Prompt(
         key=int(row["key"]),
         prompt=str(row["prompt"]),
@@ -46,19 +47,11 @@ def load_prompts(path: str | os.PathLike[str]) -> dict[int, Prompt]:
     `ScorerInputError`, so a caller can report it in one line.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScorerInputError(f"{path}: prompts file not found; give the path to input_data.jsonl") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScorerInputError(f"{path}: cannot read prompts file ({error})") from error
     prompts: dict[int, Prompt] = {}
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, row in read_lines(path, "prompts file"):
         try:
-            prompt = _row(line)
-        except (ValueError, KeyError, TypeError) as error:
+            prompt = _row(row)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise ScorerInputError(
                 f"{path}:{number}: not an IFEval prompt row ({error}); use the pinned input_data.jsonl"
             ) from error

@@ -6,15 +6,15 @@ the scorer never fetches anything.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ifeval_scorer.errors import ScorerInputError
 from ifeval_scorer.evaluate import evaluate_prompt
-from ifeval_scorer.files import write_text_atomic
+from ifeval_scorer.files import check_output_path, write_text_atomic
 from ifeval_scorer.inputs import Response, read_generations, rows_in_memory, validate_rows
+from ifeval_scorer.jsonl import dumps_line
 from ifeval_scorer.prompts import Prompt, PromptSource, prompt_table
 from ifeval_scorer.scores import Scores
 
@@ -69,11 +69,11 @@ def score_file(
         raise ScorerInputError(
             f"{target}: output would overwrite the generations file; pass another --out"
         )
+    check_output_path(target)
     table = prompt_table(prompts)
     scores = score_responses(read_generations(generations, table), table, seed=seed)
     if write is not None:
         write(target, scores.rows)
         return scores, target
-    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in scores.rows)
-    write_text_atomic(target, lines)
+    write_text_atomic(target, "".join(dumps_line(row, compact=True) for row in scores.rows))
     return scores, target

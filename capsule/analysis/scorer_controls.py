@@ -11,7 +11,6 @@ files and re-derives byte for byte.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from capsule.analysis.control_schema import (
 from capsule.analysis.outcomes import READINGS, Outcomes, outcomes_from_scores, parts, value
 from capsule.analysis.stats import percent
 from capsule.errors import BadInputError
+from capsule.jsonio import read_jsonl
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import Control
 from ifeval_scorer import Prompt
@@ -168,22 +168,15 @@ def _misaligned(rows: Rows, prompts: Mapping[int, Prompt], keys: Sequence[int]) 
 def load_compliant(path: Path) -> list[dict[str, Any]]:
     """Read hand-written compliant answers: JSONL rows with integer `key` and string `response`."""
     rows = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise BadInputError(
-            f"{path}: cannot read compliant answers ({error}); fix the control's `compliant`"
-        ) from error
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            rows.append({"key": int(row["key"]), "response": str(row["response"])})
-        except (ValueError, KeyError, TypeError) as error:
-            raise BadInputError(
-                f'{path}:{number}: expected {{"key": int, "response": str}} ({error})'
-            ) from error
+    for number, row in read_jsonl(path, "compliant answers file"):
+        if not (
+            isinstance(row, dict)
+            and isinstance(row.get("key"), int)
+            and not isinstance(row["key"], bool)
+            and isinstance(row.get("response"), str)
+        ):
+            raise BadInputError(f'{path}:{number}: expected {{"key": int, "response": str}}')
+        rows.append({"key": row["key"], "response": row["response"]})
     return rows
 
 

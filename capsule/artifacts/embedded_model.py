@@ -8,7 +8,6 @@ file's sha256 and a tree digest; every later use verifies them.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +18,7 @@ from capsule.artifacts.wheels import extract_member
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError, UnavailableError, VerificationError
 from capsule.hashing import sha256_file, sha256_json
+from capsule.jsonio import read_json_object
 from capsule.pins import EMBEDDED_MODEL_GGUF, EMBEDDED_MODEL_NAME
 
 MODEL_RECORD = "capsule-model.json"
@@ -52,13 +52,10 @@ def hash_model_files(directory: Path) -> dict[str, str]:
 def read_model_record(directory: Path) -> dict[str, Any]:
     """Load `capsule-model.json` from a model directory (BadInputError if absent or malformed)."""
     record_path = directory / MODEL_RECORD
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        files = record["files"]
-    except FileNotFoundError as error:
-        raise BadInputError(f"{record_path}: missing; run `capsule fetch model`") from error
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise BadInputError(f"{record_path}: malformed ({error}); run `capsule fetch model`") from error
+    if not record_path.exists():
+        raise BadInputError(f"{record_path}: missing; run `capsule fetch model`")
+    record = read_json_object(record_path, "model record")
+    files = record.get("files")
     if not isinstance(files, dict):
         raise BadInputError(f"{record_path}: 'files' must be an object; run `capsule fetch model`")
     return dict(record)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from capsule.jsonio import dumps_document
 from capsule.machine.diff import format_diff
 from capsule.machine.manifest import build_manifest, diff_manifests, load_manifest, write_manifest
 
@@ -48,7 +48,7 @@ def manifest(
 
     built = build_manifest(model_dir=model_dir, prompts_path=prompts_path, import_torch=import_torch)
     if out is None:
-        click.echo(json.dumps(built, indent=2, sort_keys=True, ensure_ascii=False))
+        click.echo(dumps_document(built), nl=False)
         return
     digest = write_manifest(out, built)
     click.echo(
@@ -73,7 +73,7 @@ def diff(a: Path, b: Path, as_json: bool, fail_on: str) -> None:
     """Compare two manifests (files or run directories): what can change numerics, and what cannot."""
     result = diff_manifests(load_manifest(a), load_manifest(b))
     if as_json:
-        click.echo(json.dumps({"a": str(a), "b": str(b), **result.to_dict()}, indent=2, sort_keys=True))
+        click.echo(dumps_document({"a": str(a), "b": str(b), **result.to_dict()}), nl=False)
     else:
         click.echo(format_diff(result, label_a=str(a), label_b=str(b)), nl=False)
     if fail_on == "numerics" and result.has_numerics:

@@ -7,7 +7,7 @@ Private keys are PKCS#8 PEM files (mode 0600), public keys SubjectPublicKeyInfo 
 
 from __future__ import annotations
 
-import json
+import copy
 import os
 import stat
 from dataclasses import dataclass
@@ -19,7 +19,7 @@ from securesystemslib import exceptions as sslib_exceptions
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import ED25519, KEY_TYPE_ED25519, CryptoSigner, SSlibKey
 
-from capsule.atomic import write_bytes_atomic
+from capsule.atomic import make_directory, write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes
 
@@ -108,7 +108,7 @@ def generate_keypair(out_dir: Path | None = None, *, overwrite: bool = False) ->
         for existing in (private_path, public_path):
             if existing.exists():
                 raise BadInputError(f"{existing} already exists; choose another --out DIR or pass --force")
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_directory(directory, "key directory", mode=0o700)
     signer = generate_signer()
     private_path.unlink(missing_ok=True)
     _write_private(private_path, signer.private_bytes)
@@ -181,10 +181,31 @@ def sign_payload(payload: bytes, signer: CryptoSigner) -> dict[str, Any]:
     return envelope.to_dict()
 
 
+def _check_envelope_shape(envelope: Any, where: str) -> None:
+    """A DSSE envelope's fields have the JSON types DSSE gives them (strings; signatures a list of
+    objects with string `keyid` and `sig`), checked before the library reads them."""
+    if not isinstance(envelope, dict):
+        raise VerificationError(f"{where}: malformed DSSE envelope (not a JSON object)")
+    for field in ("payload", "payloadType"):
+        if not isinstance(envelope.get(field), str):
+            raise VerificationError(f"{where}: malformed DSSE envelope (field {field!r} must be a string)")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list):
+        raise VerificationError(f"{where}: malformed DSSE envelope (field 'signatures' must be an array)")
+    for index, signature in enumerate(signatures):
+        if not isinstance(signature, dict) or not all(
+            isinstance(signature.get(field), str) for field in ("keyid", "sig")
+        ):
+            raise VerificationError(
+                f"{where}: malformed DSSE envelope (signatures[{index}] needs string 'keyid' and 'sig')"
+            )
+
+
 def verify_envelope(envelope: dict[str, Any], key: SSlibKey, where: str) -> bytes:
     """Check a DSSE envelope's signature by `key` and return its payload; VerificationError otherwise."""
+    _check_envelope_shape(envelope, where)
     try:
-        parsed = Envelope.from_dict(json.loads(json.dumps(envelope)))  # from_dict mutates its input
+        parsed = Envelope.from_dict(copy.deepcopy(envelope))  # from_dict mutates its input
     except (KeyError, TypeError, ValueError, AttributeError, sslib_exceptions.FormatError) as error:
         raise VerificationError(f"{where}: malformed DSSE envelope ({error!r})") from error
     if parsed.payload_type != PAYLOAD_TYPE:

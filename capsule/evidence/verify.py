@@ -11,7 +11,6 @@ size and sha256 match; the ledger verifies, the plan's seal precedes the run's s
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from capsule.evidence.bundle import (
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
 from capsule.evidence.trust import check_signer
 from capsule.hashing import sha256_bytes, sha256_file
+from capsule.jsonio import parse_json
 from capsule.prereg.chain import FILE_KINDS
 from capsule.prereg.ledger import Ledger
 from capsule.run_dir import BUNDLE, ENVELOPE, PLAN_COPY, PUBLIC_KEY, RunDir
@@ -67,13 +67,13 @@ class VerifySummary:
 
 
 def _read_json(path: Path, label: str) -> tuple[bytes, Any]:
+    if not path.exists():
+        raise VerificationError(f"{path}: {label} is missing; is this a bundled run directory?")
     try:
         data = path.read_bytes()
-        return data, json.loads(data.decode("utf-8"))
-    except FileNotFoundError as error:
-        raise VerificationError(f"{path}: {label} is missing; is this a bundled run directory?") from error
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise VerificationError(f"{path}: {label} is not valid UTF-8 JSON ({error})") from error
+    except OSError as error:
+        raise VerificationError(f"{path}: cannot read {label} ({error.strerror or error})") from None
+    return data, parse_json(data, str(path), error=VerificationError)
 
 
 def _field(mapping: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -268,10 +268,7 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) 
     envelope_bytes, envelope = _read_json(RunDir(run_dir).envelope, ENVELOPE)
     where = str(RunDir(run_dir).envelope)
     payload = verify_envelope(envelope, key, where)
-    try:
-        statement = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise VerificationError(f"{where}: signed payload is not JSON ({error})") from error
+    statement = parse_json(payload, f"{where} (signed payload)", error=VerificationError)
     _check_statement(statement, bundle, bundle_bytes, where)
     fingerprint = fingerprint_of(key)
     _check_included_key(run_dir, key, bundle["key"]["fingerprint"])

@@ -8,12 +8,12 @@ inputs across backends are provable. Output ids are decoded here too, by the sam
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Protocol
 
 from capsule.errors import BadInputError, UnavailableError
 from capsule.hashing import sha256_bytes
+from capsule.jsonio import read_json_object
 
 THINK_CLOSE = "</think>"
 
@@ -41,7 +41,7 @@ def stop_token_ids(model_dir: Path) -> list[int]:
     for name in ("generation_config.json", "config.json"):
         path = model_dir / name
         if path.exists():
-            value = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+            value = read_json_object(path, "model config").get("eos_token_id")
             if value is not None:
                 return [int(v) for v in (value if isinstance(value, list) else [value])]
     raise BadInputError(f"{model_dir}: no eos_token_id in generation_config.json or config.json")

@@ -10,24 +10,28 @@ the store refuses before any model loads and leaves every existing file untouche
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from capsule.atomic import append_jsonl_durable, read_jsonl_complete, truncate_torn_tail, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
+from capsule.jsonio import read_json_object
 from capsule.prereg.plan import Arm
 from capsule.run_dir import RunDir
 
 META_VERSION = 1
 # Arm fields that do not change rows: caps may be raised to continue a partial arm.
 _BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def now_iso() -> str:
@@ -95,12 +99,7 @@ class ArmStore:
             )
         self.persisted = self.meta_path.exists()
         if self.persisted:
-            try:
-                self.meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as error:
-                raise BadInputError(
-                    f"{self.meta_path}: malformed ({error}); move the arm's files away"
-                ) from error
+            self.meta = read_json_object(self.meta_path, "generations sidecar")
             if self.meta.get("identity_sha256") != sha256_json(identity):
                 changed = sorted(
                     k
@@ -114,8 +113,13 @@ class ArmStore:
         truncate_torn_tail(self.rows_path)
         by_key = {key: b.index for b in batches for key in b.keys}
         seen: dict[int, list[int]] = {}
-        for row in read_jsonl_complete(self.rows_path):
-            key, index = int(row["key"]), int(row["batch_index"])
+        for row in read_jsonl_complete(self.rows_path, "generations file"):
+            key, index = row.get("key"), row.get("batch_index")
+            if not _is_int(key) or not _is_int(index):
+                raise BadInputError(
+                    f"{self.rows_path}: a row's `key` or `batch_index` is not an integer "
+                    f"({key!r}, {index!r}); move the arm's files away to rerun it"
+                )
             if by_key.get(key) != index or key in seen.get(index, []):
                 raise VerificationError(
                     f"{self.rows_path}: row for key {key} (batch {index}) is unexpected or repeated"

@@ -10,7 +10,6 @@ The host's facts are gathered once into `HostFacts`, so tests can hand in any ma
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from capsule.artifacts.model_store import (
 from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
 from capsule.errors import CapsuleError
 from capsule.hashing import sha256_file
+from capsule.jsonio import read_json_object
 from capsule.machine.gpu import probe_gpus
 from capsule.machine.memory import (
     GIB,
@@ -133,7 +133,7 @@ def model_facts(plan: Plan, directory: Path | None) -> ModelFacts:
     kv, state = None, 0
     config = directory / "config.json" if directory is not None else None
     if config is not None and config.is_file():
-        kv, state = kv_geometry(json.loads(config.read_text(encoding="utf-8")))
+        kv, state = kv_geometry(read_json_object(config, "model config.json"))
     return ModelFacts(directory, params, source, kv, state)
 
 

@@ -9,7 +9,6 @@ Comparing two manifests is `capsule.machine.diff.diff_manifests` (re-exported he
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from capsule.artifacts.embedded_model import MODEL_RECORD, hash_model_files, rea
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file, sha256_json
+from capsule.jsonio import read_json, read_json_object
 from capsule.machine.diff import Diff, Difference, diff_manifests
 from capsule.machine.gpu import probe_gpus
 from capsule.machine.host import probe_host
@@ -146,7 +146,7 @@ def write_manifest(path: Path, manifest: Mapping[str, Any]) -> str:
 def _validator() -> Any:
     from jsonschema import Draft202012Validator
 
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = read_json_object(SCHEMA_PATH, "manifest schema")
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
 
@@ -188,11 +188,8 @@ def load_manifest(path_or_run_dir: Path) -> dict[str, Any]:
     path = Path(path_or_run_dir)
     if path.is_dir():
         path = RunDir(path).manifest
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise BadInputError(f"{path}: not found; give a manifest file or a run directory") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BadInputError(f"{path}: not valid JSON ({error})") from error
+    if not path.exists():
+        raise BadInputError(f"{path}: not found; give a manifest file or a run directory")
+    manifest = read_json(path, "manifest")
     validate_manifest(manifest, where=str(path))
     return dict(manifest)

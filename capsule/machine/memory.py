@@ -8,13 +8,14 @@ exact when the safetensors files are present (their JSON headers), else read fro
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capsule.errors import BadInputError
+from capsule.jsonio import parse_json
 from capsule.pins import IFEVAL_PROMPTS_N
 from capsule.prereg.plan import Arm, Plan
 
@@ -71,7 +72,9 @@ def safetensors_params(directory: Path) -> int | None:
     for path in sorted(directory.glob("*.safetensors")):
         with open(path, "rb") as handle:
             size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size))
+            header = parse_json(handle.read(size), f"{path} (safetensors header)")
+        if not isinstance(header, dict):
+            raise BadInputError(f"{path}: the safetensors header is not a JSON object; re-download the model")
         for name, info in header.items():
             if name != "__metadata__":
                 count = 1

@@ -16,7 +16,6 @@ pick the same new directory, nor both resume one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -25,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from capsule import __version__
-from capsule.atomic import write_bytes_atomic, write_json_atomic
-from capsule.errors import BadInputError, VerificationError
+from capsule.atomic import make_directory, write_bytes_atomic, write_json_atomic
+from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.hashing import sha256_file
+from capsule.jsonio import read_json_object
 from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
@@ -49,8 +49,8 @@ def recorded_in(ledger: Ledger) -> Finished:
     bundle files without that entry are the trace of a signing that was interrupted."""
     def finished(run: RunDir) -> bool:
         try:
-            run_id = json.loads(run.record.read_text(encoding="utf-8")).get("run_id")
-        except (OSError, ValueError, AttributeError):
+            run_id = read_json_object(run.record, "run record").get("run_id")
+        except (OSError, CapsuleError):
             return False
         return any(
             entry.get("kind") == "bundle" and entry.get("run_id") == run_id
@@ -86,12 +86,9 @@ def new_run_id(plan_sha256: str, now: datetime | None = None) -> str:
 def read_run_record(path: Path) -> dict[str, Any]:
     """Load `run.json` of a run directory (BadInputError naming the file if absent or malformed)."""
     record_path = RunDir(path).record
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory") from error
-    except json.JSONDecodeError as error:
-        raise BadInputError(f"{record_path}: not JSON ({error.msg}, line {error.lineno})") from error
+    if not record_path.exists():
+        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory")
+    record = read_json_object(record_path, "run record (run.json)")
     for field in ("run_id", "plan_sha256", "plan_path", "ledger_head_at_start", "started"):
         if field not in record:
             raise BadInputError(f"{record_path}: missing field '{field}'")
@@ -106,8 +103,8 @@ def _resumable(results_root: Path, plan_sha256: str, finished: Finished) -> Path
         if not record_path.is_file() or finished(RunDir(candidate)):
             continue
         try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
+            record = read_json_object(record_path, "run record (run.json)")
+        except BadInputError:
             continue
         if record.get("plan_sha256") == plan_sha256:
             return candidate
@@ -164,12 +161,12 @@ def _open_at(
         if finished(RunDir(explicit)):
             raise BadInputError(f"{explicit}: already bundled (finished); choose a new {option}")
         return OpenRun(RunDir(explicit), record, resumed=True)
-    if path.exists() and any(path.iterdir()):
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise BadInputError(
             f"{path}: exists and holds no run.json, so it is not a capsule run directory; {option} names "
             f"the run directory itself: give a new or empty one, or leave {option} out"
         )
-    path.mkdir(parents=True, exist_ok=True)
+    make_directory(path, "run directory")
     record = {
         "run_id": run_id,
         "plan_path": plan_path,

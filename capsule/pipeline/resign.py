@@ -17,14 +17,15 @@ that they do. `resign_run` handles exactly that case, conservatively:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from capsule.errors import VerificationError
 from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import verify_run
+from capsule.jsonio import read_json_object
 from capsule.locks import hold
 from capsule.prereg.ledger import Ledger
 from capsule.report.document import changed_outputs, render_outputs, write_outputs
@@ -71,7 +72,7 @@ def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -
 def sign_again(run_dir: Path, *, key: SigningKey, ledger: Ledger | None) -> BundleResult:
     """Sign `run_dir` anew with the facts of its current bundle.json (run id, plan, manifest digest,
     ledger head at the start), which must not change between signatures of the same run."""
-    old = json.loads(RunDir(run_dir).bundle.read_text(encoding="utf-8"))
+    old = read_json_object(RunDir(run_dir).bundle, "bundle.json", error=VerificationError)
     return make_bundle(
         run_dir,
         run_id=old["run_id"],

@@ -7,7 +7,6 @@ tokenizer, which walks the whole pipeline in seconds with no model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from capsule.errors import BadInputError
 from capsule.generation.arm_runner import generate_arm, subset_keys
 from capsule.generation.backends import load_backend, reuse_key
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
+from capsule.jsonio import read_json_object
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import RunDir
@@ -43,7 +43,7 @@ def arm_done(run: RunDir, arm: str) -> bool:
     meta = run.generations_meta(arm)
     if not meta.exists():
         return False
-    return json.loads(meta.read_text(encoding="utf-8")).get("status") == "complete"
+    return read_json_object(meta, "generations sidecar").get("status") == "complete"
 
 
 def _model_path(model_dir: Path | None) -> Path:

@@ -9,7 +9,6 @@ the run's files: anyone can re-derive analysis.json from them, byte for byte.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,8 @@ from capsule.analysis.derive import build_analysis
 from capsule.analysis.scorer_controls import stability_runs
 from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic, write_text_atomic
-from capsule.hashing import canonical_json, sha256_file
+from capsule.hashing import sha256_file
+from capsule.jsonio import dumps_line, read_json_object
 from capsule.prereg.plan import Plan
 from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt, letter_band, score
@@ -29,7 +29,7 @@ Rows = list[dict[str, Any]]
 def write_score_rows(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Write score rows as canonical JSON lines, atomically: the same scores give the same bytes,
     whether a run's stage or `capsule score` wrote them."""
-    write_text_atomic(path, "".join(canonical_json(row).decode("utf-8") + "\n" for row in rows))
+    write_text_atomic(path, "".join(dumps_line(row, compact=True) for row in rows))
 
 
 def load_generations(run: RunDir, plan: Plan) -> dict[str, Rows]:
@@ -60,7 +60,7 @@ def score_arms(
             continue
         made_from = sha256_file(run.generations(arm.name))
         if reuse and out.exists() and sidecar.exists():
-            meta = json.loads(sidecar.read_text(encoding="utf-8"))
+            meta = read_json_object(sidecar, "scores sidecar")
             if meta.get("generations_sha256") == made_from and meta.get("seed") == plan.scorer_seed:
                 scores[arm.name] = read_jsonl_complete(out)
                 continue

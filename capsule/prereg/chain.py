@@ -129,6 +129,8 @@ class _Chain:
             raise self.broken(number, f"time {entry['time']!r} is not UTC ISO-8601 with Z")
         if not isinstance(entry["note"], str):
             raise self.broken(number, "note must be a string")
+        if not isinstance(entry["path"], str):
+            raise self.broken(number, f"path must be a string, not {entry['path']!r}")
         try:
             check_relpath(entry["path"])
         except BadInputError as error:

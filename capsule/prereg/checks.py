@@ -7,12 +7,12 @@ refused before anything runs. Messages name the plan file and the table, as the 
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
+from capsule.jsonio import read_jsonl
 from capsule.pins import IFEVAL_PROMPTS_SHA256
 from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.metrics import COMPOSITES, METRICS
@@ -124,16 +124,18 @@ def _check_compliant(plan: Plan, where: str, relative: str) -> None:
     if not path.is_file():
         raise _fail(plan, where, f"compliant file {path} does not exist")
     keys: set[int] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            row = json.loads(line)
-            ok = (
-                set(row) == {"key", "response"}
-                and isinstance(row["key"], int)
-                and isinstance(row["response"], str)
-            )
-        except (json.JSONDecodeError, TypeError):
-            ok = False
+    try:
+        lines = read_jsonl(path, "compliant answers file")
+    except BadInputError as error:
+        raise _fail(plan, where, str(error)) from None
+    for number, row in lines:
+        ok = (
+            isinstance(row, dict)
+            and set(row) == {"key", "response"}
+            and isinstance(row["key"], int)
+            and not isinstance(row["key"], bool)
+            and isinstance(row["response"], str)
+        )
         if not ok:
             raise _fail(
                 plan, where, f'{path}:{number}: each line must be {{"key": <int>, "response": <str>}}'

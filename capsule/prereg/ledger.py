@@ -14,7 +14,6 @@ This module owns the file and its queries (load, append, is this plan sealed?); 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
+from capsule.jsonio import parse_json_line
 from capsule.locks import hold
 from capsule.prereg.anchor import AnchorCheck, check_anchor
 from capsule.prereg.chain import (
@@ -69,6 +69,8 @@ class Ledger:
         final line without its newline, raise VerificationError naming the entry's seq."""
         path = Path(path)
         root = Path(root) if root is not None else path.resolve().parent.parent
+        if path.is_dir():
+            raise BadInputError(f"{path}: is a directory, not a ledger file; give the path of ledger.jsonl")
         data = path.read_bytes() if path.exists() else b""
         lines = data.split(b"\n")
         if lines[-1]:
@@ -79,11 +81,10 @@ class Ledger:
         entries = []
         for seq, line in enumerate(lines[:-1], start=1):
             try:
-                entry = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
-                raise VerificationError(
-                    f"{path}: seq {seq}: line {seq} is not valid JSON ({error})"
-                ) from error
+                entry = parse_json_line(line, str(path), seq, error=VerificationError)
+            except VerificationError as error:
+                problem = str(error).removeprefix(f"{path}:{seq}: ")
+                raise VerificationError(f"{path}: seq {seq}: line {seq}: {problem}") from None
             if not isinstance(entry, dict):
                 raise VerificationError(f"{path}: seq {seq}: line {seq} is not a JSON object")
             if canonical_json(entry) != line:

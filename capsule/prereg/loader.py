@@ -227,6 +227,8 @@ def parse_plan(text: str, path: Path) -> Plan:
         data = tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
         raise BadInputError(f"{file}: not valid TOML: {error}") from error
+    except RecursionError:  # tomllib recurses per nesting level: a plan is a few levels deep
+        raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None
     top = Section(file, "top level", data)
     top.keys(*PLAN_KEYS)
     amends, reason = top.text("amends", default=""), top.text("amend_reason", default="")
@@ -275,4 +277,6 @@ def read_plan(path: Path) -> tuple[Plan, bytes]:
         raise BadInputError(f"{file}: no such plan file") from error
     except UnicodeDecodeError as error:
         raise BadInputError(f"{file}: not UTF-8 text ({error})") from error
+    except OSError as error:
+        raise BadInputError(f"{file}: cannot read the plan ({error.strerror or error})") from None
     return parse_plan(text, file), data

@@ -36,7 +36,11 @@ class Section:
                 raise self.fail(f"missing required key {key!r} (it can change results, so it has no default)")
 
     def _get(self, key: str, default: Any) -> Any:
-        return self.data.get(key, default) if default is not None else self.data[key]
+        if default is not None:
+            return self.data.get(key, default)
+        if key not in self.data:
+            raise self.fail(f"missing required key {key!r}")
+        return self.data[key]
 
     def text(self, key: str, choices: tuple[str, ...] = (), default: str | None = None) -> str:
         """A string value, optionally one of `choices`."""
@@ -88,5 +92,5 @@ class Section:
     def sub(self, key: str, where: str) -> Section:
         """A nested table."""
         return Section(
-            self.file, f"{self.where}.{where}" if self.where != "top level" else where, self.data[key]
+            self.file, f"{self.where}.{where}" if self.where != "top level" else where, self._get(key, None)
         )

@@ -12,15 +12,15 @@ plot images and the signature note sit outside them. FAILED CONTROLS come first 
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capsule.analysis.schema import Analysis
+from capsule.analysis.schema import SCHEMA, Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
-from capsule.machine.manifest import validate_manifest
+from capsule.jsonio import read_json_object
+from capsule.machine.manifest import load_manifest, validate_manifest
 from capsule.report.batch_finding import contrasts_dtypes
 from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
@@ -121,15 +121,22 @@ def load_run(run_dir: Path) -> ReportInput:
     (optional) and list its existing plots."""
     run = RunDir(run_dir)
     path = run.analysis
-    try:
-        analysis = Analysis.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError as error:
+    if not path.exists():
+        raise BadInputError(f"{path}: no {path.name}; run `capsule reproduce` for this run first")
+    data = read_json_object(path, "analysis.json")
+    if data.get("schema") != SCHEMA:
         raise BadInputError(
-            f"{path}: no {path.name}; run `capsule reproduce` for this run first"
-        ) from error
-    except (OSError, ValueError) as error:
-        raise BadInputError(f"{path}: cannot read ({error})") from error
-    manifest = json.loads(run.manifest.read_text(encoding="utf-8")) if run.manifest.exists() else None
+            f"{path}: field 'schema' is {data.get('schema')!r}, this capsule reads {SCHEMA!r}; "
+            "re-derive it with `capsule reproduce`"
+        )
+    try:
+        analysis = Analysis.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise BadInputError(
+            f"{path}: not an analysis this capsule writes ({type(error).__name__}: {error}); "
+            "re-derive it with `capsule reproduce`"
+        ) from None
+    manifest = load_manifest(run.manifest) if run.manifest.exists() else None
     plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
     return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots)
 
@@ -145,8 +152,8 @@ def _checked_manifest(manifest: Any, path: Path) -> Mapping[str, Any] | None:
 def bundle_fingerprint(run_dir: Path) -> str | None:
     """The signing key's fingerprint recorded in `run_dir/bundle.json`, or None when unsigned."""
     try:
-        return json.loads(RunDir(run_dir).bundle.read_text(encoding="utf-8"))["key"]["fingerprint"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return str(read_json_object(RunDir(run_dir).bundle, "bundle.json")["key"]["fingerprint"])
+    except (BadInputError, KeyError, TypeError):
         return None
 
 

@@ -140,6 +140,8 @@ class JsonFormat:
             json.loads(strip_json_fences(response))
         except ValueError:
             return False
+        except RecursionError:  # nested deeper than Python's decoder recurses: the reference crashes
+            return False
         return True
 
 

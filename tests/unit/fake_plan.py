@@ -55,13 +55,28 @@ min_pairs = 50
 
 
 def write_and_seal_fake_plan(root: Path) -> Path:
-    """Write prereg/fakeplan/ under `root` (the working directory) and seal it in root's ledger."""
+    """Write prereg/fakeplan/ under `root` (the working directory) and seal it in root's ledger,
+    trusting a signing key made now in the default key directory (so every process signs with it)."""
+    from capsule.evidence.signing import (
+        PRIVATE_KEY_NAME,
+        default_key_dir,
+        fingerprint_of,
+        generate_keypair,
+        load_signing_key,
+    )
+
+    key = default_key_dir() / PRIVATE_KEY_NAME
+    if key.exists():
+        signer = fingerprint_of(load_signing_key(key)[0].public_key)
+    else:
+        signer = generate_keypair().fingerprint
     smoke = (root / "prereg" / "smoke" / "plan.toml").read_text(encoding="utf-8")
     header = smoke.split("# ---- greedy arms")[0]
     directory = root / PLAN_DIR
     directory.mkdir(parents=True)
     (directory / "plan.toml").write_text(header.replace('name = "smoke"', f'name = "{PLAN_NAME}"', 1)
-                                         + _ARM_AND_VERDICT, encoding="utf-8")
+                                         + _ARM_AND_VERDICT + f'\n[evidence]\nsigners = ["{signer}"]\n',
+                                         encoding="utf-8")
     (directory / "rationale.md").write_text("Crash and lock tests of the capsule itself.\n", encoding="utf-8")
     result = CliRunner().invoke(cli, ["prereg", "seal", str(PLAN_DIR), "--note", "test plan"])
     assert result.exit_code == 0, result.output + result.stderr

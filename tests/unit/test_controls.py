@@ -213,7 +213,7 @@ def test_scorer_sanity_needs_prompts_and_a_readable_compliant_file(tmp_path: Pat
     (tmp_path / "bad.jsonl").write_text('{"key": 1}\n')
     with pytest.raises(BadInputError, match=r"bad.jsonl:1"):
         load_compliant(tmp_path / "bad.jsonl")
-    with pytest.raises(BadInputError, match="cannot read"):
+    with pytest.raises(BadInputError, match="compliant answers file not found"):
         load_compliant(tmp_path / "missing.jsonl")
 
 

@@ -9,10 +9,10 @@ than quietly loaded some other way. Arms without a plan (ad hoc) pass None and g
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from capsule.errors import BadInputError
+from capsule.jsonio import read_json
 from capsule.prereg.backend_specs import MODEL_LOADERS
 
 
@@ -21,10 +21,7 @@ def architectures(model_dir: Path) -> list[str]:
     path = model_dir / "config.json"
     if not path.exists():
         return []
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BadInputError(f"{path}: not valid JSON ({error})") from error
+    config = read_json(path, "model config.json")
     names = config.get("architectures") if isinstance(config, dict) else None
     return [str(name) for name in names or []]
 

@@ -8,7 +8,6 @@ transformers' greedy search with no logits processors; sampling uses `hf_samplin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,6 +21,7 @@ from capsule.generation.backends import (
 from capsule.generation.backends.arm_env import ArmEnv
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
+from capsule.jsonio import read_json_object
 from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class HFBackend:
     def _pad_id(self, model_dir: Path) -> int:
         path = model_dir / "generation_config.json"
         if path.exists():
-            pad = json.loads(path.read_text(encoding="utf-8")).get("pad_token_id")
+            pad = read_json_object(path, "generation_config.json").get("pad_token_id")
             if isinstance(pad, int):
                 return pad
         return self.stop_ids[0]

@@ -1,0 +1,119 @@
+"""The capsule's JSON and JSON Lines input and output: `ifeval_scorer.jsonl`, with the capsule's errors.
+
+The reader and writer themselves live in the scorer (`ifeval_scorer.jsonl`: why there, and what it
+bounds, is said in its docstring), because the scorer may import nothing from the capsule while the
+capsule may import the scorer. That module imports only the standard library, so this ground-layer
+wrapper is as light as `json`. Here its `JsonInputError` becomes the capsule's `BadInputError` (exit 2)
+or, for evidence that must verify (a ledger, a bundle), `VerificationError` (exit 3): callers pass
+`error=`. Every module of the capsule that reads or writes JSON goes through this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import BadInputError, CapsuleError
+from ifeval_scorer.jsonl import (
+    JsonInputError,
+    TornTail,
+    dumps_document,
+    dumps_line,
+    loads_document,
+    loads_line,
+    parse_lines,
+)
+from ifeval_scorer.jsonl import read_document as _read_document
+from ifeval_scorer.jsonl import read_lines as _read_lines
+
+__all__ = [
+    "dumps_document",
+    "dumps_line",
+    "parse_json",
+    "parse_json_line",
+    "parse_jsonl",
+    "read_json",
+    "read_json_object",
+    "read_jsonl",
+    "read_jsonl_objects",
+]
+
+ErrorType = type[CapsuleError]
+
+
+def parse_json(text: str | bytes, where: str, *, error: ErrorType = BadInputError) -> Any:
+    """One JSON document from text already read (a DSSE payload, say); `where` names it in errors."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return loads_document(text, where)
+    except UnicodeDecodeError:
+        raise error(f"{where}: not UTF-8 text") from None
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def parse_json_line(line: str | bytes, where: str, number: int, *, error: ErrorType = BadInputError) -> Any:
+    """One JSON Lines row already split off: line `number` of the file `where`."""
+    try:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8")
+        return loads_line(line, where, number)
+    except UnicodeDecodeError:
+        raise error(f"{where}:{number}: not UTF-8 text") from None
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def read_json(path: Path, what: str, *, error: ErrorType = BadInputError) -> Any:
+    """One JSON document from a file; `what` says what the file is ("manifest", "bundle.json")."""
+    try:
+        return _read_document(Path(path), what)
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def read_json_object(path: Path, what: str, *, error: ErrorType = BadInputError) -> dict[str, Any]:
+    """A JSON document that must be an object (most of the capsule's files are)."""
+    value = read_json(path, what, error=error)
+    if not isinstance(value, Mapping):
+        raise error(f"{path}: a {what} must be a JSON object, not {_kind(value)}")
+    return dict(value)
+
+
+def parse_jsonl(
+    data: str | bytes, where: str, *, torn_tail: TornTail = "keep", error: ErrorType = BadInputError
+) -> list[tuple[int, Any]]:
+    """JSON Lines already read, as (line number, value) pairs (split on `\\n` only)."""
+    try:
+        return parse_lines(data, where, torn_tail=torn_tail)
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def read_jsonl(
+    path: Path, what: str, *, torn_tail: TornTail = "keep", error: ErrorType = BadInputError
+) -> list[tuple[int, Any]]:
+    """A JSON Lines file as (line number, value) pairs; see `ifeval_scorer.jsonl.parse_lines`."""
+    try:
+        return _read_lines(Path(path), what, torn_tail=torn_tail)
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def read_jsonl_objects(
+    path: Path, what: str, *, torn_tail: TornTail = "keep", error: ErrorType = BadInputError
+) -> list[dict[str, Any]]:
+    """A JSON Lines file whose every line must be an object, as a list of dicts."""
+    rows = []
+    for number, value in read_jsonl(path, what, torn_tail=torn_tail, error=error):
+        if not isinstance(value, Mapping):
+            raise error(f"{path}:{number}: each line of a {what} must be a JSON object, not {_kind(value)}")
+        rows.append(dict(value))
+    return rows
+
+
+def _kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
