@@ -11,7 +11,6 @@ defaults from config.json and generation_config.json.
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from capsule.artifacts.embedded_model import MODEL_RECORD
 from capsule.errors import BadInputError
 from capsule.hashing import sha256_file
+from capsule.jsonio import read_json
 
 PINNED_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.txt")
 CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")  # read, not only hashed
@@ -81,10 +81,7 @@ def hash_pinned_files(directory: Path) -> dict[str, str]:
 def _json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BadInputError(f"{path}: not valid JSON ({error})") from error
+    data = read_json(path, "model config")
     return data if isinstance(data, dict) else {}
 
 

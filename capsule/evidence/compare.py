@@ -14,7 +14,6 @@ fails verification raises VerificationError (exit 3).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from capsule.atomic import read_jsonl_complete
 from capsule.errors import BadInputError
 from capsule.evidence.finished import check_complete, read_analysis, read_bundle
 from capsule.evidence.verify import VerifySummary, verify_run
+from capsule.jsonio import read_json
 from capsule.machine.diff import NUMERICS, diff_manifests
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.metrics import ALL_METRICS
@@ -122,10 +122,9 @@ def _comparison_verdicts(analysis_a: dict[str, Any], analysis_b: dict[str, Any])
 
 
 def _manifest(run: RunDir) -> dict[str, Any]:
-    try:
-        value = json.loads(run.manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise BadInputError(f"{run.manifest}: not readable JSON ({error})") from error
+    if not run.manifest.is_file():
+        raise BadInputError(f"{run.manifest}: missing; is the run complete?")
+    value = read_json(run.manifest, "manifest")
     return value if isinstance(value, dict) else {}
 
 

@@ -6,11 +6,11 @@ one line (BadInputError, exit 2) naming what is missing, rather than compared on
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import BadInputError
+from capsule.errors import BadInputError, CapsuleError
+from capsule.jsonio import read_json
 from capsule.run_dir import RunDir
 
 COMPLETE = "complete"  # an arm's generations meta status once every key is generated
@@ -20,8 +20,8 @@ def read_bundle(run_dir: Path) -> dict[str, Any]:
     """The run's bundle.json as a dict, or {} when it is missing or unreadable (verification says why)."""
     path = RunDir(run_dir).bundle
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        value = read_json(path, "bundle index")
+    except (OSError, CapsuleError):
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -29,10 +29,9 @@ def read_bundle(run_dir: Path) -> dict[str, Any]:
 def read_analysis(run_dir: Path) -> dict[str, Any]:
     """The run's analysis.json (BadInputError when missing or not an analysis)."""
     path = RunDir(run_dir).analysis
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise BadInputError(f"{path}: not readable JSON ({error}); is the run complete?") from error
+    if not path.is_file():
+        raise BadInputError(f"{path}: missing; is the run complete?")
+    value = read_json(path, "analysis")
     if not isinstance(value, dict) or not isinstance(value.get("arms"), dict) or "verdict_rule" not in value:
         raise BadInputError(f"{path}: not a capsule analysis (no arms or verdict_rule)")
     return value
@@ -51,8 +50,9 @@ def check_complete(run_dir: Path) -> list[str]:
     for arm in arms:
         meta_path = run.generations_meta(arm)
         try:
-            status = json.loads(meta_path.read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError):
+            meta = read_json(meta_path, "generations meta")
+            status = meta.get("status") if isinstance(meta, dict) else None
+        except (OSError, CapsuleError):
             status = None
         if status != COMPLETE:
             raise BadInputError(

@@ -8,11 +8,11 @@ to install it or convert the file.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, UnavailableError
+from capsule.jsonio import parse_json, parse_json_line
 
 Records = list[tuple[str, Any]]
 PARQUET_MAGIC = b"PAR1"
@@ -34,43 +34,35 @@ def read_records(path: Path) -> Records:
         ) from error
     if text.lstrip().startswith("["):
         return _array_records(path, text)
-    whole = _single_object(text)
+    whole = _single_object(path, text)
     if whole is not None:
         raise BadInputError(
             f"{path}:1: one JSON object (keys {', '.join(sorted(whole)[:6])}), not a sample per line: "
             "an aggregate results file? give the per-sample file (lm-eval --log_samples, lighteval details)"
         )
     records: Records = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # \n only: U+2028 and kin stay in a line
         if not line.strip():
             continue
-        try:
-            records.append((f"{path}:{number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            raise BadInputError(
-                f"{path}:{number}: not valid JSON ({error.msg}); the file must hold one JSON object a line"
-            ) from error
+        records.append((f"{path}:{number}", parse_json_line(line, str(path), number)))
     if not records:
         raise BadInputError(f"{path}: holds no records")
     return records
 
 
-def _single_object(text: str) -> dict[str, Any] | None:
+def _single_object(path: Path, text: str) -> dict[str, Any] | None:
     """The file's one JSON object when it spans several lines (a results file), else None."""
     if text.count("\n") < 2 or not text.lstrip().startswith("{"):
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = parse_json(text, str(path))
+    except BadInputError:
         return None
     return value if isinstance(value, dict) else None
 
 
 def _array_records(path: Path, text: str) -> Records:
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise BadInputError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from error
+    items = parse_json(text, str(path))
     if not isinstance(items, list) or not items:
         raise BadInputError(f"{path}: expected a non-empty JSON array of sample objects")
     return [(f"{path}:item {number}", item) for number, item in enumerate(items, start=1)]
