@@ -9,7 +9,7 @@ ratio, and how many responses are byte-identical server vs offline and server vs
 Greedy, the embedded model, the first N IFEval prompts; read ratios, not absolute speed, on a shared
 machine. Quote the CPU's ISA (printed) beside any figure.
 
-    .venv/bin/python benchmarks/server_vs_offline.py --prompts 16 --max-new-tokens 64 --dtypes float32 bfloat16
+    .venv/bin/python benchmarks/server_vs_offline.py --prompts 16 --max-new-tokens 64 --dtypes float32
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def measure(dtype: str, args: argparse.Namespace, model_dir: Path, prompts: Any,
         server = load_backend("server", model_dir, served)
         try:
             first = run_arm(served, prompts, keys, model_dir, root / "server", server)
-            rerun = run_arm(replace(served, name="server-rerun"), prompts, keys, model_dir, root / "server", server)
+            again = replace(served, name="server-rerun")
+            rerun = run_arm(again, prompts, keys, model_dir, root / "server", server)
         finally:
             server.close()
     assert [r["input_ids_sha256"] for r in sorted(first, key=lambda r: r["key"])] == [

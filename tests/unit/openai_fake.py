@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ class Faults:
     no_token_ids: bool = False  # text only, like an endpoint without return_token_ids
     key: str | None = None  # require this bearer key
     tokens: int = 6  # tokens per reply before the stop token (capped by max_tokens)
+    delay_s: float = 0.0  # pause before each streamed event (a slow server)
 
 
 @dataclass
@@ -160,6 +163,7 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids)}
                     events.append({"model": MODEL_ID, "choices": [], "usage": usage})
             for event in events:
+                time.sleep(state.faults.delay_s)
                 self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             if not truncate:
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -167,6 +171,13 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
 
     return Handler
+
+
+def serve_forever(port: int, faults: Faults) -> None:
+    """Serve the fake endpoint on 127.0.0.1:`port` until killed (a stand-in for a launched server);
+    it prints the key it was given, as a careless server might (the launcher must redact it)."""
+    print(f"api key: {os.environ.get('VLLM_API_KEY')}", flush=True)
+    ThreadingHTTPServer(("127.0.0.1", port), _handler(FakeOpenAI(faults))).serve_forever()
 
 
 @contextmanager

@@ -71,7 +71,9 @@ def rows(result: ArmResult) -> list[dict[str, Any]]:
     return [json.loads(line) for line in result.rows_path.read_text().splitlines()]
 
 
-def test_completions_send_the_capsules_ids_and_rows_record_each_request(tmp_path: Path, model_dir: Path) -> None:
+def test_completions_send_the_capsules_ids_and_rows_record_each_request(
+    tmp_path: Path, model_dir: Path
+) -> None:
     with fake_openai() as fake:
         result = run(server_arm(decoding=SAMPLE, seed=3), tmp_path / "run", model_dir, fake.url)
     assert result.complete and result.n_rows == len(KEYS)
@@ -144,7 +146,7 @@ def test_bounded_failures_stop_the_arm_keep_whole_batches_and_resume(tmp_path: P
 @pytest.mark.parametrize(
     ("faults", "model", "expected"),
     [
-        (Faults(key="right"), MODEL_ID, r"API key is not set; put the endpoint's key in \$CAPSULE_ENDPOINT_KEY"),
+        (Faults(key="right"), MODEL_ID, r"key is not set; put the endpoint's key in \$CAPSULE_ENDPOINT_KEY"),
         (Faults(), "other-model", r"does not serve model id 'other-model' \(it serves \['fake-model'\]\)"),
         (Faults(no_token_ids=True), MODEL_ID, "no token_ids"),
         (Faults(no_choices_next=99), MODEL_ID, "held no choices"),

@@ -227,7 +227,8 @@ class ServerBackend:
             where = f"${self.endpoint.key_env}" if self.endpoint.key_env else "the key the server expects"
             return f"; put the endpoint's key in {where}"
         if "404" in text:
-            return f"; the endpoint serves {self.endpoint.reported.get('models')}: set backend_options.model_id"
+            served = self.endpoint.reported.get("models")
+            return f"; the endpoint serves {served}: set backend_options.model_id"
         if "token_ids" in text:
             return ""
         return "; the endpoint does not accept the capsule's request (it needs an OpenAI-compatible vLLM)"

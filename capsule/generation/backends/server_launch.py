@@ -78,6 +78,28 @@ def _create_time(pid: int) -> float | None:
         return None
 
 
+def running(pid: int, create_time: float | None) -> bool:
+    """Whether the process recorded as (`pid`, `create_time`) still runs: not gone, not a zombie,
+    and not another process that reused the pid."""
+    if create_time is None or _create_time(pid) != create_time:
+        return False
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A pid record (`RunDir.server_pid`): pid, pgid, create_time, command; None if there is none."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and {"pid", "pgid"} <= set(data) else None
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -114,20 +136,13 @@ def stop_group(pid: int, pgid: int, created: float | None) -> None:
 def stop_leftovers(run: RunDir) -> list[int]:
     """Stop every server a killed capsule left running in this run (its pid record remains) and
     remove the records; returns the pids that were still running."""
-    import json
-
     stopped = []
-    for record in run.server_pid_files():
-        try:
-            data = json.loads(record.read_text(encoding="utf-8"))
-            pid, pgid, created = int(data["pid"]), int(data["pgid"]), data.get("create_time")
-        except (ValueError, KeyError, TypeError):
-            record.unlink(missing_ok=True)
-            continue
-        if created is not None and _create_time(pid) == created:
-            stop_group(pid, pgid, created)
-            stopped.append(pid)
-        record.unlink(missing_ok=True)
+    for path in run.server_pid_files():
+        record = read_record(path)
+        if record is not None and running(int(record["pid"]), record.get("create_time")):
+            stop_group(int(record["pid"]), int(record["pgid"]), record.get("create_time"))
+            stopped.append(int(record["pid"]))
+        path.unlink(missing_ok=True)
     return stopped
 
 
