@@ -32,7 +32,7 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     try:
         result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke-v2", "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")
-        runs = sorted((root / "results" / "smoke-v2").iterdir())
+        runs = sorted((root / "results" / "smoke").iterdir())
         assert len(runs) == 1
         yield root, runs[0]
     finally:

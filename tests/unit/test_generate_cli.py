@@ -99,7 +99,7 @@ def test_an_adhoc_run_directory_is_refused_by_another_arm_reproduce_and_verify(
 def test_a_sealed_arm_lands_in_the_run_reproduce_continues(repo_copy: Path) -> None:
     done = _generate("--plan", "prereg/smoke-v2", "--arm", "hf-bf16-b1", "--dry-run", "--no-progress")
     assert done.exit_code == 0, done.output
-    (run,) = (repo_copy / "runs" / "dry-run" / "smoke-v2").iterdir()
+    (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
     record = _json(run / "run.json")
     assert record["plan_path"] == "prereg/smoke-v2/plan.toml" and record["ledger_head_at_start"] != "none"
     plan_bytes = (repo_copy / "prereg" / "smoke-v2" / "plan.toml").read_bytes()

@@ -12,7 +12,7 @@ from capsule.prereg.control_kinds import CONTROL_KINDS
 from capsule.prereg.loader import load_plan
 from capsule.prereg.metrics import ALL_METRICS, COMPOSITES, METRICS
 
-PLANS = ("smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b")
+PLANS = ("smoke", "smoke-v2", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b", "agents-a1-4b-v2")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> 
     result = _run("--plan", "prereg/agents-a1-4b-v2", "--dry-run")
     assert result.exit_code == 0, result.output + result.stderr
     assert "DRY RUN" in result.stderr
-    (run,) = (repo_copy / "runs" / "dry-run" / "agents-a1-4b-v2").iterdir()
+    (run,) = (repo_copy / "runs" / "dry-run" / "agents-a1-4b").iterdir()
     analysis = json.loads((run / "analysis.json").read_text())
     plan_text = (repo_copy / "prereg" / "agents-a1-4b-v2" / "plan.toml").read_text()
     assert len(analysis["arms"]) == plan_text.count("[[arms]]")
@@ -49,7 +49,7 @@ def test_interrupted_reproduce_resumes_without_regenerating(
     monkeypatch.setattr(generate_module, "generate_arm", interrupted_after_three)
     first = _run("--plan", "prereg/smoke-v2", "--dry-run")
     assert first.exit_code == 130 and "run the same command again" in first.stderr
-    (run,) = (repo_copy / "runs" / "dry-run" / "smoke-v2").iterdir()
+    (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
     done = {p.name: p.stat().st_mtime_ns for p in (run / "generations").glob("*.jsonl")}
     assert len(done) == 3
     monkeypatch.setattr(generate_module, "generate_arm", real)

@@ -21,7 +21,7 @@ def signed_run(repo_copy: Path) -> Path:
     assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
     result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"])
     assert result.exit_code == 0, result.output + result.stderr
-    (run,) = (repo_copy / "runs" / "dry-run" / "smoke-v2").iterdir()
+    (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
     # what a real (non-dry) run does at its end: sign and append to the ledger
     sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
     assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
