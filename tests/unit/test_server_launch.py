@@ -116,6 +116,8 @@ def test_sigterm_stops_the_server_and_sigkill_leaves_an_orphan_the_next_run_stop
     assert not _alive(orphan) and not list((out / "servers").glob("*.pid.json"))
     meta = json.loads((out / "generations" / "srv.meta.json").read_text())
     assert orphan["pid"] in meta["backend"]["server"]["stopped_leftover_pids"]
+    orphan_command = json.loads((out / "servers" / "srv.2.command.json").read_text())
+    assert orphan_command["status"].startswith("stopped by a later run")
     rows = _rows(out)
     assert rows[: len(kept)] == kept and sorted(r["key"] for r in rows) == list(range(100, 100 + N_KEYS))
     for launch in (1, 3):  # stopped by their own capsule: the key is redacted from what they printed

@@ -29,7 +29,7 @@ import psutil
 
 from capsule.atomic import write_json_atomic
 from capsule.errors import UnavailableError
-from capsule.run_dir import RunDir
+from capsule.run_dir import SERVER_PID_SUFFIX, RunDir
 
 LAUNCH_MODULE = "vllm.entrypoints.openai.api_server"
 SERVED_MODEL_NAME = "capsule-model"  # the model id a launched server answers to
@@ -142,8 +142,21 @@ def stop_leftovers(run: RunDir) -> list[int]:
         if record is not None and running(int(record["pid"]), record.get("create_time")):
             stop_group(int(record["pid"]), int(record["pgid"]), record.get("create_time"))
             stopped.append(int(record["pid"]))
+            _mark_stopped_later(run, path.name.removesuffix(SERVER_PID_SUFFIX))
         path.unlink(missing_ok=True)
     return stopped
+
+
+def _mark_stopped_later(run: RunDir, name: str) -> None:
+    """Say in a launch's command record that a later run stopped it (its capsule was killed)."""
+    import json
+
+    command = run.server_command(name)
+    try:
+        facts = json.loads(command.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    write_json_atomic(command, {**facts, "status": "stopped by a later run: its capsule was killed"})
 
 
 def launch_name(run: RunDir, arm_name: str) -> str:
