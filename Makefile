@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.capsule-installed
-PLAN   ?= prereg/smollm2-135m-v2
+PLAN   ?= prereg/smollm2-135m-v3
 GPU_PLAN ?= prereg/agents-a1-4b-v2
 # `make all PLAN=...` runs that plan; without PLAN on the command line, `make all` runs the GPU study.
 ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU_PLAN))
@@ -60,14 +60,17 @@ $(GPU_STAMP): docker/requirements.lock docker/requirements.build.lock pyproject.
 
 setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock into .venv-gpu
 
-all: setup-gpu  ## the full GPU study: preflight first, then every arm and control (resumable)
-	$(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
-	$(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
+# Hub weights live in $(MODELS)/<repo name>: `capsule fetch --plan` downloads them there at the pinned revision.
+all: setup-gpu  ## the full GPU study: fetch the plan's model, preflight, then every arm and control (resumable)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule fetch --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
+	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
 
 # ---- the GPU image (docker/README.md) ----------------------------------------------------------------
 IMAGE     ?= capsule-gpu
 IMAGE_TAG ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 MODELS    ?= $(CURDIR)/models
+MODELS_MOUNT ?= ro# rw for `capsule fetch model --plan ...`, which writes the plan's hub weights there
 KEYS      ?= $(HOME)/.config/capsule/signing
 CMD       ?= reproduce --plan $(GPU_PLAN)
 HOST_UID  := $(shell id -u | sed 's/^0$$/1000/')
@@ -93,7 +96,7 @@ docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledge
 	  -e CAPSULE_IMAGE_DIGEST=$$(docker image inspect --format '{{.Id}}' $(IMAGE):$(IMAGE_TAG)) \
 	  -v $(CURDIR)/results:/home/capsule/study/results \
 	  -v $(CURDIR)/prereg:/home/capsule/study/prereg \
-	  -v $(MODELS):/models:ro \
+	  -v $(MODELS):/models:$(MODELS_MOUNT) \
 	  -v $(KEYS):/home/capsule/.config/capsule/signing:ro \
 	  $(IMAGE):$(IMAGE_TAG) $(CMD)
 

@@ -83,7 +83,7 @@ def main() -> None:
     for kind in args.backends.split(","):
         for size in (int(s) for s in args.batch_sizes.split(",")):
             options = AdhocOptions(f"{kind}{size}", kind, "bfloat16", size, "file", 0, args.max_new_tokens)
-            target = adhoc_target(options, "", args.prompts, None, dry_run=False)
+            target = adhoc_target(options, None, args.prompts, None, dry_run=False)
             arm, keys, prompts, plan_hash = target.arm, target.keys, target.prompts, target.plan_sha256
             assert target.model_dir is not None
             model_dir = target.model_dir

@@ -23,23 +23,24 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from reference_ifeval import load_reference, reference_verdicts  # noqa: E402
 
+from capsule.artifacts.gpt4_responses import fetch_gpt4_responses  # noqa: E402
 from capsule.artifacts.pinned_prompts import fetch_prompts  # noqa: E402
 from ifeval_scorer import clear_caches, evaluate_prompt, load_prompts  # noqa: E402
-
-DEFAULT_FIXTURE = REPO.parent / "shared" / "ifeval" / "input_response_data_gpt4_20231107_145030.jsonl"
 
 
 def main() -> None:
     """Run the timing and print one line per scorer plus the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE)
+    parser.add_argument("--fixture", type=Path, default=None,
+                        help="GPT-4 responses (default: $CAPSULE_SHARED, ../shared, the cache, the URL)")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # the reference logs every undetectable language at ERROR
 
     prompts = load_prompts(fetch_prompts().path)
     by_text = {prompt.prompt: key for key, prompt in prompts.items()}
-    rows = [json.loads(line) for line in args.fixture.read_text(encoding="utf-8").splitlines() if line]
+    fixture = args.fixture or fetch_gpt4_responses([REPO.parent / "shared"]).path
+    rows = [json.loads(line) for line in fixture.read_text(encoding="utf-8").splitlines() if line]
     pairs = [(prompts[by_text[row["prompt"]]], row["response"]) for row in rows]
     load_reference()
     evaluate_prompt(*pairs[0], seed=0)  # load NLTK and langdetect profiles outside the timings

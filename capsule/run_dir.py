@@ -1,7 +1,8 @@
 """The layout of a run directory: the one place that spells a run's file names.
 
 A sealed run is `results/<plan>/<run_id>/`, a dry run `runs/dry-run/<plan>/<run_id>/`, and an
-ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`. Every stage (generate,
+ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`, an import of another
+harness's samples (`capsule import-samples`) `runs/imports/<name>/`. Every stage (generate,
 score, analyse, report, sign), the verifier and the report read and write a run only through a
 `RunDir`, so a file name is written once. Paths are relative-posix where they are recorded (the
 bundle lists `generations/a.jsonl`), absolute where they are opened.
@@ -9,6 +10,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     run.json                     the run's identity, fixed at its start (pipeline.opening)
     plan.toml, plan.seal.json    the sealed plan and its ledger entry, copied at the start
     adhoc.json                   instead, for an ad-hoc run: its arm table and keys (prereg.adhoc)
+    import.json                  instead, for an import: the files, disagreements, band, comparison
     manifest.json                the machine fingerprint (machine.manifest)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
@@ -23,16 +25,21 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from capsule.errors import BadInputError
 
 RESULTS_ROOT = Path("results")  # sealed runs: RESULTS_ROOT/<plan>/<run_id>/
 DRY_RUN_ROOT = Path("runs/dry-run")  # dry runs (fake backend): DRY_RUN_ROOT/<plan>/<run_id>/
 ADHOC_ROOT = Path("runs/adhoc")  # ad-hoc runs (no plan): ADHOC_ROOT/<run_id>/
+IMPORTS_ROOT = Path("runs/imports")  # other harnesses' samples, imported: IMPORTS_ROOT/<name>/
 RUN_RECORD = "run.json"
 PLAN_COPY = "plan.toml"
 PLAN_SEAL = "plan.seal.json"
 ADHOC_RECORD = "adhoc.json"
+IMPORT_RECORD = "import.json"
 MANIFEST = "manifest.json"
 GENERATIONS = "generations"
 SCORES = "scores"
@@ -50,10 +57,32 @@ SERVER_PID_SUFFIX = ".pid.json"
 ROWS_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
 
+#: The one rule for names that become file or directory names (plans, arms, controls, subsets,
+#: comparisons, `capsule generate --name`): a lowercase letter or digit first, then up to 63 of
+#: `[a-z0-9_.-]`. No separator, no leading dot, so a name can never leave the directory it is
+#: joined to (`../x`, `/abs`, `.hidden` are refused).
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+def name_problem(value: object) -> str | None:
+    """Why `value` cannot name a file of a run (None when it can): the text of an error message."""
+    if isinstance(value, str) and NAME_RE.match(value):
+        return None
+    return f"{value!r} must match {NAME_RE.pattern} (it names files)"
+
+
+def safe_name(value: str, what: str) -> str:
+    """`value` if it obeys `NAME_RE`, else BadInputError naming `what` (e.g. "arm name")."""
+    problem = name_problem(value)
+    if problem is not None:
+        raise BadInputError(f"{what} {problem}")
+    return value
+
 
 @dataclass(frozen=True)
 class RunDir:
-    """Every path of one run directory, derived from its root."""
+    """Every path of one run directory, derived from its root; a name joined into a path (an arm's,
+    a control's) is checked against `NAME_RE` first, so no caller can reach outside the run."""
 
     path: Path
 
@@ -78,6 +107,11 @@ class RunDir:
         return self.path / ADHOC_RECORD
 
     @property
+    def import_record(self) -> Path:
+        """An import's record: the harness files, the disagreements, the band, the paired comparison."""
+        return self.path / IMPORT_RECORD
+
+    @property
     def manifest(self) -> Path:
         """The machine fingerprint written when the run started."""
         return self.path / MANIFEST
@@ -89,23 +123,23 @@ class RunDir:
 
     def generations(self, arm: str) -> Path:
         """An arm's generation rows (appended batch by batch)."""
-        return self.generations_dir / f"{arm}{ROWS_SUFFIX}"
+        return self.generations_dir / f"{safe_name(arm, 'arm name')}{ROWS_SUFFIX}"
 
     def generations_meta(self, arm: str) -> Path:
         """An arm's generation sidecar: settings, plan hash, manifest digest, status."""
-        return self.generations_dir / f"{arm}{META_SUFFIX}"
+        return self.generations_dir / f"{safe_name(arm, 'arm name')}{META_SUFFIX}"
 
     def scores(self, arm: str) -> Path:
         """An arm's seeded score rows."""
-        return self.path / SCORES / f"{arm}{ROWS_SUFFIX}"
+        return self.path / SCORES / f"{safe_name(arm, 'arm name')}{ROWS_SUFFIX}"
 
     def scores_meta(self, arm: str) -> Path:
         """What an arm's scores were made from (generations sha256, scorer seed)."""
-        return self.path / SCORES / f"{arm}{META_SUFFIX}"
+        return self.path / SCORES / f"{safe_name(arm, 'arm name')}{META_SUFFIX}"
 
     def stability(self, control: str) -> Path:
         """The stored unseeded scorer runs of a scorer_stability control."""
-        return self.path / SCORES / STABILITY / f"{control}{ROWS_SUFFIX}"
+        return self.path / SCORES / STABILITY / f"{safe_name(control, 'control name')}{ROWS_SUFFIX}"
 
     @property
     def servers_dir(self) -> Path:

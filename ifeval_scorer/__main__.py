@@ -1,6 +1,6 @@
 """`python -m ifeval_scorer GENERATIONS.jsonl --prompts input_data.jsonl [options]`: score a file.
 
-Options: `-o OUT`, `--seed N` or `--unseeded`, `--band`. Scores the generations file, writes the
+Options: `-o/--out OUT`, `--seed N` or `--unseeded`, `--band`. Scores the generations file, writes the
 scores JSONL and prints the four metrics. Errors print as one `Error: ...` line on stderr and exit 2.
 (`capsule score` does the same with the capsule's pinned, sha256-verified prompts.)
 """
@@ -25,8 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("generations", type=Path, help="generations JSONL to score")
     parser.add_argument("--prompts", type=Path, required=True, help="the IFEval input_data.jsonl")
-    parser.add_argument("-o", "--output", type=Path, default=None,
+    parser.add_argument("-o", "--out", dest="out", type=Path, default=None,
                         help="scores JSONL to write (default: GENERATIONS with .scores.jsonl)")
+    parser.add_argument("--output", dest="out", type=Path, help=argparse.SUPPRESS)  # the old name, kept
     parser.add_argument("--seed", type=int, default=0, help="seed for langdetect and the random letter")
     parser.add_argument("--unseeded", action="store_true", help="draw like upstream's unseeded scorer")
     parser.add_argument("--band", action="store_true", help="also print the band over all random letters")
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         prompts = load_prompts(args.prompts)
-        scores, written = score_file(args.generations, args.output,
+        scores, written = score_file(args.generations, args.out,
                                      seed=None if args.unseeded else args.seed, prompts=prompts)
         band = None
         if args.band:

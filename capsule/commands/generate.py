@@ -15,6 +15,7 @@ when the same command runs again:
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -25,11 +26,18 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import ArmResult, generate_arm
 from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer
-from capsule.generation.targets import Target, adhoc_target, sealed_target
+from capsule.generation.targets import DEFAULT_FIRST, Target, adhoc_target, sealed_target
 from capsule.hashing import sha256_file
-from capsule.pipeline.opening import open_run_dir, start_manifest
+from capsule.pipeline.opening import OpenRun, open_run_dir, recorded_in, signed, start_manifest
 from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
+from capsule.prereg.backend_specs import BACKENDS
+from capsule.prereg.ledger import Ledger
 from capsule.run_dir import RunDir
+
+# The options that describe an ad-hoc arm (click parameter names); with --plan they are refused.
+ADHOC_OPTIONS = (
+    "backend", "dtype", "batch_size", "max_new_tokens", "keys_text", "first", "seed", "batch_order", "name"
+)
 
 
 def _keep_adhoc_record(run: RunDir, target: Target) -> None:
@@ -48,14 +56,27 @@ def generate_target(
     target: Target, out_dir: Path | None, progress: bool, endpoint: str | None = None,
     key_env: str = ENDPOINT_KEY_ENV,
 ) -> ArmResult:
-    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm."""
-    run = open_run_dir(
-        results_root=target.results_root,
-        plan_path=target.plan_path,
-        plan_sha256=target.plan_sha256,
-        ledger_head=target.ledger_head,
-        explicit=out_dir,
-    )
+    """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm,
+    holding the run directory's lock throughout."""
+    sealed_run = target.adhoc is None and target.model_dir is not None  # a dry run is never recorded
+    with ExitStack() as held:
+        run = open_run_dir(
+            results_root=target.results_root,
+            plan_path=target.plan_path,
+            plan_sha256=target.plan_sha256,
+            ledger_head=target.ledger_head,
+            held=held,
+            explicit=out_dir,
+            finished=recorded_in(Ledger.load()) if sealed_run else signed,
+            option="--out",
+        )
+        return _generate_in(run, target, progress, endpoint, key_env)
+
+
+def _generate_in(
+    run: OpenRun, target: Target, progress: bool, endpoint: str | None, key_env: str
+) -> ArmResult:
+    """generate_target's work once the run directory is open and locked."""
     click.echo(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}", err=True)
     _keep_adhoc_record(run.dir, target)
     digest = start_manifest(
@@ -78,6 +99,21 @@ def generate_target(
     )
 
 
+def _refuse_adhoc_options(ctx: click.Context) -> None:
+    """With --plan the arm's settings are the plan's: an ad-hoc option given too would be ignored
+    silently, so it is refused (BadInputError naming it)."""
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in ADHOC_OPTIONS
+        and ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if given:
+        raise BadInputError(
+            f"{', '.join(given)}: ad-hoc option(s); with --plan the arm's settings are the plan's, drop them"
+        )
+
+
 @click.command()
 @click.option(
     "--plan", "plan_path", type=click.Path(path_type=Path), help="A sealed plan.toml (or its directory)."
@@ -87,12 +123,14 @@ def generate_target(
     "--out",
     "out_dir",
     type=click.Path(path_type=Path),
-    help="The run directory, exactly (default: results/<plan>/<run_id>, or runs/adhoc/<run_id> ad hoc).",
+    help="The run directory itself: created, or resumed if it holds a run of the same plan or options "
+    "(with --dry-run: DIR/dry-run). Without it: the latest unfinished run of the same plan or options, else "
+    "a new one, under results/<plan>/ (--plan), runs/adhoc/ (ad hoc) or runs/dry-run/<plan or adhoc>/.",
 )
 @click.option(
     "--model-dir", type=click.Path(path_type=Path), help="Local model directory (else the plan's source)."
 )
-@click.option("--backend", default="hf", show_default=True, help="Ad-hoc: hf | vllm | server | fake.")
+@click.option("--backend", default="hf", show_default=True, help=f"Ad-hoc: {' | '.join(BACKENDS)}.")
 @click.option(
     "--dtype", default="bfloat16", show_default=True, type=click.Choice(["bfloat16", "float16", "float32"])
 )
@@ -102,9 +140,12 @@ def generate_target(
 @click.option(
     "--max-new-tokens", type=int, default=32, show_default=True, help="Ad-hoc: new tokens per prompt."
 )
-@click.option("--keys", "keys_text", default="", help="Ad-hoc: comma-separated prompt keys.")
+@click.option("--keys", "keys_text", default=None, help="Ad-hoc: comma-separated prompt keys.")
 @click.option(
-    "--first", type=int, default=8, show_default=True, help="Ad-hoc without --keys: the first N prompts."
+    "--first",
+    type=int,
+    default=None,
+    help=f"Ad-hoc, instead of --keys: the first N prompts (default {DEFAULT_FIRST}).",
 )
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Ad-hoc: arm seed (batch execution order)."
@@ -129,8 +170,8 @@ def generate(
     dtype: str,
     batch_size: int,
     max_new_tokens: int,
-    keys_text: str,
-    first: int,
+    keys_text: str | None,
+    first: int | None,
     seed: int,
     batch_order: str,
     name: str,
@@ -143,6 +184,7 @@ def generate(
     if plan_path is not None:
         if not arm_name:
             raise BadInputError("--plan needs --arm NAME")
+        _refuse_adhoc_options(click.get_current_context())
         target = sealed_target(plan_path, arm_name, model_dir, dry_run)
     else:
         options = AdhocOptions(name, backend, dtype, batch_size, batch_order, seed, max_new_tokens)

@@ -1,4 +1,4 @@
-"""`capsule prereg seal | amend | redact | verify | confirm-redaction`: the pre-registration ledger."""
+"""`capsule prereg seal | amend | redact | signers | verify | confirm-redaction`: the ledger."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from capsule.errors import BadInputError
-from capsule.prereg.ledger import verify_ledger
+from capsule.prereg.ledger import verify_anchored, verify_ledger
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
+from capsule.prereg.signers import add_signers
 
 _LEDGER = click.option(
     "--ledger",
@@ -27,6 +28,8 @@ def _show(entry: dict[str, Any]) -> str:
         extra = (
             f"  {entry['occurrences']} x {entry['token_bytes']} bytes, sealed {entry['sealed_sha256'][:16]}"
         )
+    if entry["kind"] == "signers":
+        extra = "  trusts " + ", ".join(f[:16] for f in entry["fingerprints"])
     head = f"{entry['seq']:>4}  {entry['time']}  {entry['kind']:<6}"
     return f"{head}  {entry['path']}  {entry['sha256'][:16]}{extra}"
 
@@ -78,16 +81,39 @@ def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: P
 
 
 @prereg.command()
+@click.argument("plan", type=click.Path(path_type=Path))
+@click.option(
+    "--add", "fingerprints", multiple=True, required=True,
+    help="Fingerprint of a public key allowed to sign the plan's runs (repeatable).",
+)
+@click.option("--reason", required=True, help="Why these keys may sign (recorded in the entry).")
 @_LEDGER
-def verify(ledger_path: Path) -> None:
-    """Recompute every hash and link and re-hash every sealed file; exit 3 naming the first broken entry."""
-    ledger = verify_ledger(ledger_path)
+def signers(plan: Path, fingerprints: tuple[str, ...], reason: str, ledger_path: Path) -> None:
+    """Trust more keys to sign runs of the sealed PLAN: a sealed `signers` entry (keys are only added)."""
+    entry, skipped = add_signers(plan, list(fingerprints), reason, ledger_path)
+    for fingerprint in skipped:
+        click.echo(f"{fingerprint}: already trusted for {plan}; not added again")
+    if entry is not None:
+        click.echo(f"recorded {_show(entry)}")
+
+
+@prereg.command()
+@click.option(
+    "--anchor", default=None, metavar="REV|HEAD_HASH",
+    help="Check that every entry of the ledger at this git revision, or up to this published head hash, "
+    "is unchanged and in place [default: HEAD inside a git checkout].",
+)
+@_LEDGER
+def verify(ledger_path: Path, anchor: str | None) -> None:
+    """Recompute every hash and link, re-hash every recorded file (each must be present), and check the
+    ledger against its anchor; exit 3 naming the first broken entry."""
+    ledger, anchored = verify_anchored(ledger_path, anchor)
     for entry in ledger.entries:
         click.echo(_show(entry))
-    files = {e["path"] for e in ledger.entries if (ledger.root / e["path"]).is_file()}
+    files = {e["path"] for e in ledger.entries}
     click.echo(
-        f"OK: {len(ledger.entries)} entries, chain intact, {len(files)} recorded files match; "
-        f"head {ledger.head()}"
+        f"OK: {len(ledger.entries)} entries, chain intact, {len(files)} recorded files present and match; "
+        f"{anchored.description}; head {ledger.head()}"
     )
 
 

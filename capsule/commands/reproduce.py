@@ -12,7 +12,7 @@ from capsule.pipeline.reproduce import reproduce as run_plan
 from capsule.report.document import headline_line
 from capsule.run_dir import DRY_RUN_ROOT, RESULTS_ROOT
 
-DEFAULT_PLAN = Path("prereg/smollm2-135m-v2")
+DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
 
 
 @click.command()
@@ -101,7 +101,10 @@ def reproduce(
         endpoint_key_env=endpoint_key_env,
     )
     if dry_run:
-        click.echo("DRY RUN: every arm on the fake backend; the numbers below mean nothing.", err=True)
+        click.echo(
+            "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "
+            "and it is not recorded in the ledger.", err=True,
+        )
     result = run_plan(options, say=lambda line: click.echo(line, err=True))
     headline = result.headline
     if result.failed_controls:
@@ -109,4 +112,10 @@ def reproduce(
     for reading in headline.get("readings", []):
         click.echo(headline_line(reading))
     click.echo(f"run: {result.run_dir}")
+    if dry_run:
+        click.echo(
+            "DRY RUN: the verdicts above are of fake data (the fake backend, no model), not of the model; "
+            "this run is not in the ledger, and `capsule verify` refuses it"
+        )
+        return
     click.echo(f"verify: capsule verify {result.run_dir}")

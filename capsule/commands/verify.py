@@ -13,16 +13,19 @@ from capsule.prereg.ledger import DEFAULT_LEDGER
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--key", "pubkey", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-    help="Public key PEM to verify against [default: the bundle's own bundle.pub.pem].",
+    help="Pin the signer: the public key PEM the signature must be by, accepted even if the run's plan "
+    "does not trust it [default: the bundle's own bundle.pub.pem, which must be a key the plan trusts].",
 )
 @click.option(
     "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
     default=DEFAULT_LEDGER, show_default=True, help="The ledger the run was sealed in.",
 )
 def verify(run_dir: Path, pubkey: Path | None, ledger_path: Path) -> None:
-    """Verify a run's signature, every file's digest, and its plan seal and bundle entry in the ledger.
+    """Verify a run's signature, every file's digest, that its signer is trusted by its plan (or pinned
+    with --key), and its plan seal and bundle entry in the ledger.
 
-    Exit 0 with a one-line summary, or exit 3 with the first failure and what differs.
+    Exit 0 with a one-line summary naming the key and why it is trusted, or exit 3 with the first
+    failure and what differs.
     """
     from capsule.evidence.verify import verify_run
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.signing import SigningKey, fingerprint_of, public_key_pem, sign_payload
+from capsule.faults import crash_point
 from capsule.hashing import canonical_json, sha256_bytes, sha256_file
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY, RunDir
 
@@ -141,11 +142,24 @@ def make_bundle(
     """Digest, state, sign and record a finished run directory; returns what was written.
 
     Writes bundle.json, bundle.pub.pem and bundle.dsse.json (last, atomically), then appends a
-    `bundle` entry (envelope digest, run id, key fingerprint) to `ledger` when one is given. The
-    ledger is re-read first if its file grew: a run takes hours, and other plans may have been sealed.
+    `bundle` entry (envelope digest, run id, key fingerprint) to `ledger` when one is given, holding
+    the ledger's lock from reading its head to the append. The ledger is re-read first if its file
+    grew: a run takes hours, and other plans may have been sealed.
     """
+    facts = {
+        "run_id": run_id, "plan_path": plan_path, "plan_sha256": plan_sha256,
+        "manifest_digest": manifest_digest, "ledger_head_at_start": ledger_head_at_start,
+    }
+    if ledger is None:
+        return _sign(run_dir, facts, key, None)
+    with ledger.locked():  # the head recorded at signing is still the head when the entry is appended
+        return _sign(run_dir, facts, key, ledger.current())
+
+
+def _sign(run_dir: Path, facts: dict[str, str], key: SigningKey, ledger: Ledger | None) -> BundleResult:
+    """make_bundle's steps, each restartable: a crash before the ledger entry leaves a run that is
+    not finished (`capsule.pipeline.opening`), and signing it again overwrites all three files."""
     if ledger is not None:
-        ledger = ledger.current()
         entry_path = ledger.relative(RunDir(run_dir).envelope)  # outside the repository: fail before writing
     if not run_dir.is_dir():
         raise BadInputError(f"run directory {run_dir} does not exist")
@@ -154,12 +168,15 @@ def make_bundle(
     except VerificationError as error:
         raise BadInputError(str(error)) from error
     fingerprint = fingerprint_of(key.public_key)
+    run_id = facts["run_id"]
     bundle = {
         "schema": BUNDLE_SCHEMA,
         "run_id": run_id,
-        "plan": {"path": plan_path, "sha256": plan_sha256},
-        "manifest_digest": manifest_digest,
-        "ledger_heads": {"at_start": ledger_head_at_start, "at_bundle": ledger.head() if ledger else None},
+        "plan": {"path": facts["plan_path"], "sha256": facts["plan_sha256"]},
+        "manifest_digest": facts["manifest_digest"],
+        "ledger_heads": {
+            "at_start": facts["ledger_head_at_start"], "at_bundle": ledger.head() if ledger else None
+        },
         "key": {"fingerprint": fingerprint, "keytype": "ed25519", "public_key_file": PUBLIC_KEY},
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "files": [record.to_dict() for record in files],
@@ -167,9 +184,11 @@ def make_bundle(
     run = RunDir(run_dir)
     bundle_path = run.bundle
     write_json_atomic(bundle_path, bundle)
+    crash_point("before-public-key")
     bundle_sha256 = sha256_file(bundle_path)
     public_path = run.public_key
     write_bytes_atomic(public_path, public_key_pem(key.public_key))
+    crash_point("before-envelope")
     envelope = sign_payload(canonical_json(build_statement(bundle, bundle_sha256)), key)
     envelope_bytes = (canonical_json(envelope).decode("utf-8") + "\n").encode("utf-8")
     envelope_path = run.envelope
@@ -177,10 +196,12 @@ def make_bundle(
     envelope_sha256 = sha256_bytes(envelope_bytes)
     entry = None
     if ledger is not None:
+        crash_point("before-ledger")
         entry = ledger.append(
             "bundle", entry_path, envelope_sha256, f"signed bundle of run {run_id}",
             run_id=run_id, key_fingerprint=fingerprint, bundle_json_sha256=bundle_sha256,
         )
+        crash_point("after-ledger")
     return BundleResult(
         bundle_path, envelope_path, public_path, bundle_sha256, envelope_sha256, fingerprint,
         len(files), sum(record.size for record in files), entry,

@@ -5,7 +5,8 @@ and every listed path stays inside the run directory (before any listed file is 
 signature verifies with the given or the included key; the signed Statement pins `bundle.json`
 and agrees with it; the included key is the signing key; no file is missing or extra; every file's
 size and sha256 match; the ledger verifies, the plan's seal precedes the run's start, and the
-`bundle` entry pins this envelope and key. Any failure raises VerificationError (exit 3).
+`bundle` entry pins this envelope and key; the signing key is trusted for the run's plan
+(`capsule.evidence.trust`) or pinned by the user. Any failure raises VerificationError (exit 3).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from capsule.evidence.bundle import (
     list_run_files,
 )
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
+from capsule.evidence.trust import check_signer
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.prereg.chain import FILE_KINDS
 from capsule.prereg.ledger import Ledger
@@ -44,15 +46,22 @@ class VerifySummary:
     plan_seq: Any
     start_seq: Any
     bundle_seq: Any
-    ledger_path: Path
+    ledger_path: Path | None  # None: checked without a ledger (signature and digests only)
     ledger_entries: int
+    trust: str  # which key signed and why it is accepted (`capsule.evidence.trust.SignerVerdict.why`)
 
     def line(self) -> str:
-        """One line: files, signature (and which key), plan seal order, ledger."""
+        """One line: files, signature (and which key, and why it is trusted), plan seal order, ledger."""
+        if self.ledger_path is None:
+            return (
+                f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
+                f"{self.fingerprint[:16]} ({self.key_source}); plan {self.plan_path}; not in this ledger "
+                "(signature and digests only; no trust root without a ledger)"
+            )
         return (
             f"OK run {self.run_id}: {self.n_files} files ({self.total_bytes} bytes) match; signature by "
-            f"{self.fingerprint[:16]} ({self.key_source}); plan {self.plan_path} sealed at ledger entry "
-            f"{self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
+            f"{self.fingerprint} ({self.key_source}); {self.trust}; plan {self.plan_path} sealed at ledger "
+            f"entry {self.plan_seq}, before the run started (head: entry {self.start_seq}); bundle entry "
             f"{self.bundle_seq}; ledger {self.ledger_path} ({self.ledger_entries} entries) verifies"
         )
 
@@ -169,10 +178,36 @@ def _load_ledger(ledger_path: Path) -> Any:
     return ledger
 
 
-def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
+def _check_import(ledger: Any, ledger_path: Path, bundle: dict[str, Any], imported: dict[str, Any],
                   fingerprint: str) -> tuple[Any, Any, Any]:
-    """Plan sealed before the run's start head; a bundle entry pins this envelope and key."""
+    """A run made elsewhere and imported (`capsule import`): the import entry pins this envelope and
+    key, and names this ledger's record of the run's plan (its order against the run's start was
+    checked in the foreign chain when the run was imported)."""
+    seal = next((e for e in ledger.entries if e.get("hash") == imported.get("seal")), None)
+    plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
+    if seal is None or seal.get("path") != plan_path or seal.get("sha256") != plan_sha:
+        raise VerificationError(
+            f"ledger {ledger_path}: import entry {imported.get('seq')} names seal {imported.get('seal')}, "
+            f"which does not record the run's plan {plan_path} at sha256 {plan_sha}"
+        )
+    if imported.get("key_fingerprint") != fingerprint:
+        raise VerificationError(
+            f"ledger import entry {imported.get('seq')} records key {imported.get('key_fingerprint')}, "
+            f"the bundle is signed by {fingerprint}"
+        )
+    return seal.get("seq"), f"{imported.get('foreign_start_seq')} of the imported chain", imported.get("seq")
+
+
+def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
+                 fingerprint: str) -> tuple[Any, Any, Any]:
+    """Plan sealed before the run's start head; a bundle entry pins this envelope and key (or, for a
+    run imported from another machine, an import entry does). Returns the seqs of the plan record,
+    the start head and the bundle (or import) entry."""
     entries: list[dict[str, Any]] = ledger.entries
+    imported = [e for e in entries if e.get("kind") == "import" and e.get("run_id") == bundle["run_id"]
+                and e.get("sha256") == envelope_sha256]
+    if imported:
+        return _check_import(ledger, ledger_path, bundle, imported[-1], fingerprint)
     position = {entry["hash"]: index for index, entry in enumerate(entries)}
     head = bundle["ledger_heads"]["at_start"]
     if head not in position:
@@ -224,8 +259,9 @@ def _check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelo
     return plan_entry.get("seq"), entries[start].get("seq"), bundle_entry.get("seq")
 
 
-def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> VerifySummary:
-    """Verify a bundled run directory against its signature, its files and the ledger; see module doc."""
+def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) -> VerifySummary:
+    """Verify a bundled run directory against its signature, its files and the ledger; see module doc.
+    `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record)."""
     on_disk = list_run_files(run_dir)  # rejects symlinks and odd files before anything is read
     bundle_bytes, bundle = _read_index(run_dir)
     key, key_source = _choose_key(run_dir, pubkey)
@@ -246,10 +282,26 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path) -> Veri
         raise VerificationError(
             f"{PLAN_COPY}: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
         )
+    if ledger_path is None:
+        return VerifySummary(
+            bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
+            bundle["plan"]["path"], None, None, None, None, 0, "trust not checked (no ledger)",
+        )
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
-    plan_seq, start_seq, bundle_seq = _check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
+    plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
+    recorded = [e.get("seq") for e in ledger.entries if e.get("kind") == "bundle"
+                and e.get("run_id") == bundle["run_id"] and e.get("sha256") == envelope_sha256]
+    try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
+        verdict = check_signer(
+            ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
+            bundled_at=recorded[-1] if recorded else None,
+        )
+    except CapsuleError as error:  # an unreadable plan copy is a failed verification too
+        raise VerificationError(f"run {bundle['run_id']}: {error}") from error
+    plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
+        verdict.why,
     )

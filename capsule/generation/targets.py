@@ -9,6 +9,7 @@ A dry run (the fake backend and tokenizer) needs no model: its `model_dir` is No
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from capsule.prereg.loader import load_plan
 from capsule.prereg.plan import Arm
 from capsule.run_dir import ADHOC_ROOT, DRY_RUN_ROOT, RESULTS_ROOT
 from ifeval_scorer import Prompt, load_prompts
+
+DEFAULT_FIRST = 8  # an ad-hoc run given neither --keys nor --first takes the first 8 prompts
 
 
 @dataclass(frozen=True)
@@ -80,13 +83,31 @@ def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_ru
     )
 
 
-def _keys(keys_text: str, first: int, prompts: dict[int, Prompt]) -> list[int]:
-    if not keys_text:
-        return list(prompts)[: first or None]
-    try:
-        keys = [int(k) for k in keys_text.split(",") if k.strip()]
-    except ValueError as error:
-        raise BadInputError(f"--keys {keys_text!r}: give comma-separated integer prompt keys") from error
+_KEY_RE = re.compile(r"^[0-9]{1,12}$")  # ASCII digits only: int() would also take "１０００", "+7", "1_0"
+
+
+def selected_keys(keys_text: str | None, first: int | None, prompts: dict[int, Prompt]) -> list[int]:
+    """The prompt keys an ad-hoc run selects: `--keys` (comma-separated ASCII integers, each in the
+    prompt set, none repeated) or the first `--first` prompts (1 to all of them), never both and
+    never none. BadInputError naming the option and the fix otherwise."""
+    if keys_text is not None and first is not None:
+        raise BadInputError("give --keys or --first, not both")
+    if keys_text is None:
+        count = DEFAULT_FIRST if first is None else first
+        if not 1 <= count <= len(prompts):
+            raise BadInputError(f"--first {count}: give a number of prompts from 1 to {len(prompts)}")
+        return list(prompts)[:count]
+    parts = [part.strip() for part in keys_text.split(",")]
+    bad = [part for part in parts if not _KEY_RE.match(part)]
+    if bad:
+        raise BadInputError(
+            f"--keys {keys_text!r}: {bad[0]!r} is not a prompt key; give comma-separated keys in ASCII "
+            "digits, e.g. --keys 1000,1001"
+        )
+    keys = [int(part) for part in parts]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise BadInputError(f"--keys: each key once; repeated: {repeated[:5]}")
     missing = [k for k in keys if k not in prompts]
     if missing:
         raise BadInputError(f"--keys: not in the prompt set: {missing[:5]}")
@@ -94,7 +115,7 @@ def _keys(keys_text: str, first: int, prompts: dict[int, Prompt]) -> list[int]:
 
 
 def adhoc_target(
-    options: AdhocOptions, keys_text: str, first: int, model_dir: Path | None, dry_run: bool
+    options: AdhocOptions, keys_text: str | None, first: int | None, model_dir: Path | None, dry_run: bool
 ) -> Target:
     """A greedy arm from options, read by the plan loader, on the pinned prompts and the embedded
     model (or `model_dir`); a dry run swaps in the fake backend after the options are checked."""
@@ -106,7 +127,7 @@ def adhoc_target(
     check_backend(arm.backend)
     prompts_path = fetch_prompts().path
     prompts = load_prompts(prompts_path)
-    keys = _keys(keys_text, first, prompts)
+    keys = selected_keys(keys_text, first, prompts)
     directory = None
     if not dry_run:
         directory = fetch_model()[0] if model_dir is None else model_dir

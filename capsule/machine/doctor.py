@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capsule.artifacts.embedded_model import MODEL_RECORD, model_cache_dir, verify_model_dir
-from capsule.artifacts.model_store import MODELS_ENV, verify_pinned_files
+from capsule.artifacts.model_store import (
+    DEFAULT_MODELS_ROOT,
+    MODELS_ENV,
+    local_model_dir,
+    verify_pinned_files,
+)
 from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
 from capsule.errors import CapsuleError
 from capsule.hashing import sha256_file
@@ -113,11 +118,7 @@ def model_directory(plan: Plan, model_dir: Path | None) -> tuple[Path | None, st
         return model_dir.expanduser(), "--model-dir"
     if plan.model.source == "embedded":
         return model_cache_dir(), "the capsule cache"
-    root = os.environ.get(MODELS_ENV)
-    if not root:
-        return None, f"neither --model-dir nor ${MODELS_ENV} is set"
-    name = plan.model.repo.split("/")[-1] if plan.model.repo else plan.model.name
-    return Path(root) / name, f"${MODELS_ENV}"
+    return local_model_dir(plan.model)
 
 
 def model_facts(plan: Plan, directory: Path | None) -> ModelFacts:
@@ -163,10 +164,12 @@ def _check_scorer_data(report: Report) -> None:
 def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str) -> bool:
     model = plan.model
     where = f"{model.repo} at revision {model.revision}" if model.source == "hub" else model.name
+    fetch = f"run `capsule fetch model --plan {plan.path.parent}` (downloads {where}, verified), or "
+    copy = f"copy it into {DEFAULT_MODELS_ROOT}/<repo name>, or pass --model-dir or set ${MODELS_ENV}"
     fix = ("run `capsule fetch model`" if model.source == "embedded" else
-           f"download {where} (docker/README.md shows how) and pass --model-dir or set $CAPSULE_MODELS")
+           f"{fetch if model.source == 'hub' else ''}{copy}")
     if directory is None or not directory.is_dir():
-        shown = directory if directory is not None else f"no directory ({how})"
+        shown = f"{directory} (from {how})" if directory is not None else "no directory"
         report.add(STATUS_MISSING, "weights", f"{shown}: not present; {fix}")
         return False
     try:

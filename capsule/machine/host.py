@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -110,10 +108,10 @@ def probe_cpu(cpuinfo_text: str | None = None) -> dict[str, Any]:
 
 
 def probe_host() -> dict[str, Any]:
-    """The host section of a manifest: hostname, OS and kernel, CPU, memory and the Python build."""
+    """The host section of a manifest: OS and kernel, CPU, memory and the Python build. No host name
+    and no file path: a run travels to other machines without exposing the sender's layout."""
     build_number, build_date = platform.python_build()
     return {
-        "hostname": socket.gethostname(),
         "os": {
             "system": platform.system(),
             "kernel": platform.release(),
@@ -128,6 +126,5 @@ def probe_host() -> dict[str, Any]:
             "implementation": platform.python_implementation(),
             "build": f"{build_number} {build_date}",
             "compiler": platform.python_compiler(),
-            "executable": sys.executable,
         },
     }

@@ -30,7 +30,8 @@ from capsule.machine.software import probe_software, scorer_fingerprint
 from capsule.pins import IFEVAL_PROMPTS_SHA256
 from capsule.run_dir import RunDir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: no host name and no absolute path (1: had them; still read, for old runs)
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
 # In a checkout (editable install) the schema sits beside the package; in the image, whose capsule is
 # installed into site-packages, the study directory (the working directory) carries manifests/.
 _SCHEMA_HOMES = (Path(__file__).resolve().parents[2], Path.cwd())
@@ -72,7 +73,8 @@ def model_fingerprint(model_dir: Path) -> dict[str, Any]:
         files = hash_model_files(model_dir)
         digest = tree_digest(files)
         name, source = model_dir.name, {"kind": "directory", "note": f"no {MODEL_RECORD}; files hashed now"}
-    return {"name": name, "path": str(model_dir), "source": source, "files": files, "tree_digest": digest}
+    # no path: the checksums decide, and a run travels without the sender's layout
+    return {"name": name, "source": source, "files": files, "tree_digest": digest}
 
 
 def prompts_fingerprint(prompts_path: Path) -> dict[str, Any]:
@@ -81,7 +83,6 @@ def prompts_fingerprint(prompts_path: Path) -> dict[str, Any]:
         raise BadInputError(f"{prompts_path}: prompts file not found")
     digest = sha256_file(prompts_path)
     return {
-        "path": str(prompts_path),
         "sha256": digest,
         "bytes": prompts_path.stat().st_size,
         "pinned_ifeval": digest == IFEVAL_PROMPTS_SHA256,
@@ -166,15 +167,18 @@ def validate_manifest(manifest: Mapping[str, Any], *, where: str = "manifest") -
     if not isinstance(manifest, Mapping):
         raise BadInputError(f"{where}: a manifest must be a JSON object")
     version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise BadInputError(
             f"{where}: field 'schema_version' is {version!r}, this capsule reads "
-            f"{SCHEMA_VERSION}; regenerate it with `capsule manifest`"
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate it with `capsule manifest`"
         )
     errors = sorted(_validator().iter_errors(dict(manifest)), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         first = errors[0]
-        problem = "required field missing" if first.validator == "required" else first.message
+        problem = {
+            "required": "required field missing",
+            "not": f"holds a host name or a path, which a version {SCHEMA_VERSION} manifest never records",
+        }.get(str(first.validator), first.message)
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise BadInputError(f"{where}: field '{_field(first)}': {problem}{more}; see {SCHEMA_PATH.name}")
 

@@ -9,6 +9,7 @@ attention implementation chosen, batch-invariance mode) through `extra`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -52,13 +53,26 @@ NUMERICS_ENV_PREFIXES: tuple[str, ...] = (
 )
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
+# A value holding an absolute path (a cache folder, say) is recorded as its sha256: a run travels
+# to other machines without the sender's file layout, and equal values still compare equal.
+_PATH_VALUE = re.compile(r"(^|[:;,=])\s*(/|~|[A-Za-z]:[\\/])")
+PATH_DIGEST_PREFIX = "sha256:"
+
+
+def _recorded(name: str, value: str) -> str:
+    if _SECRET.search(name):
+        return REDACTED
+    if _PATH_VALUE.search(value):
+        return PATH_DIGEST_PREFIX + hashlib.sha256(value.encode("utf-8")).hexdigest()
+    return value
 
 
 def numerics_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every set environment variable that can change numerics; values of secret-looking names redacted."""
+    """Every set environment variable that can change numerics; values of secret-looking names
+    redacted, values holding an absolute path hashed."""
     environ = os.environ if environ is None else environ
     chosen = {
-        name: (REDACTED if _SECRET.search(name) else value)
+        name: _recorded(name, value)
         for name, value in environ.items()
         if name in NUMERICS_ENV_NAMES or name.startswith(NUMERICS_ENV_PREFIXES)
     }

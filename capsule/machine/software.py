@@ -138,13 +138,13 @@ def image_fingerprint() -> dict[str, str | None] | None:
 
 
 def scorer_fingerprint() -> dict[str, Any]:
-    """The scorer package: version, path, and sha256 of each of its .py files plus one digest over them."""
+    """The scorer package: version and the sha256 of each of its .py files (relative names) plus one
+    digest over them; not where it is installed (a path says nothing about numerics)."""
     spec = importlib.util.find_spec(SCORER_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return {
             "package": SCORER_PACKAGE,
             "version": None,
-            "path": None,
             "files": {},
             "source_digest": sha256_json({}),
             "note": "package not found",
@@ -159,7 +159,6 @@ def scorer_fingerprint() -> dict[str, Any]:
         # The scorer ships inside the capsule distribution; its own __version__ wins when it has one.
         "version": match.group(1) if match else (capsule["version"] if capsule else None),
         "version_source": "ifeval_scorer.__version__" if match else "capsule distribution",
-        "path": str(root),
         "files": files,
         "source_digest": sha256_json(files),
     }

@@ -2,14 +2,23 @@
 
 `run.json` fixes the run's identity when it starts (plan path and sha256, the ledger head, the start
 time); a run directory made from other plan bytes is never reused, so results of two plans can never
-mix. A run that has been bundled is finished: a later reproduce starts a new one. What else a run
-holds from its start, the sealed plan's copy and the machine's manifest, is written here too.
+mix. A finished run is never reopened: a later reproduce starts a new one. A sealed run is finished
+once the ledger holds its `bundle` entry (`recorded_in`), a dry or ad-hoc run once its envelope is
+written (`signed`); a run killed while it was being signed is therefore resumed, and signed again.
+What else a run holds from its start, the sealed plan's copy and the machine's manifest, is written
+here too.
+
+One writer at a time: the run directory is opened under its lock (`capsule.locks`), held in the
+caller's ExitStack until the caller is done writing; choosing or creating the run directory happens
+under the lock of the directory that holds the plan's runs, so two processes started together never
+pick the same new directory, nor both resume one.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,12 +28,35 @@ from capsule import __version__
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file
+from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
-from capsule.prereg.ledger import utc_now
+from capsule.prereg.ledger import Ledger, utc_now
 from capsule.run_dir import RunDir
 
 Say = Callable[[str], None]  # where the pipeline tells the user what it is doing (one line each)
+Finished = Callable[[RunDir], bool]  # whether a run directory is finished (never to be reopened)
+OPENING_WAIT_S = 10.0  # how long a process waits for another to finish choosing or creating its run
+
+
+def signed(run: RunDir) -> bool:
+    """A dry or ad-hoc run (no ledger entry) is finished once its envelope, written last, exists."""
+    return run.envelope.exists()
+
+
+def recorded_in(ledger: Ledger) -> Finished:
+    """A sealed run is finished once `ledger` (as it is now) holds a `bundle` entry for its run id;
+    bundle files without that entry are the trace of a signing that was interrupted."""
+    def finished(run: RunDir) -> bool:
+        try:
+            run_id = json.loads(run.record.read_text(encoding="utf-8")).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            return False
+        return any(
+            entry.get("kind") == "bundle" and entry.get("run_id") == run_id
+            for entry in ledger.current().entries
+        )
+    return finished
 
 
 @dataclass(frozen=True)
@@ -66,12 +98,12 @@ def read_run_record(path: Path) -> dict[str, Any]:
     return dict(record)
 
 
-def _resumable(results_root: Path, plan_sha256: str) -> Path | None:
+def _resumable(results_root: Path, plan_sha256: str, finished: Finished) -> Path | None:
     if not results_root.is_dir():
         return None
     for candidate in sorted(results_root.iterdir(), reverse=True):
         record_path = RunDir(candidate).record
-        if not record_path.is_file() or RunDir(candidate).is_bundled:
+        if not record_path.is_file() or finished(RunDir(candidate)):
             continue
         try:
             record = json.loads(record_path.read_text(encoding="utf-8"))
@@ -88,32 +120,55 @@ def open_run_dir(
     plan_path: str,
     plan_sha256: str,
     ledger_head: str,
+    held: ExitStack,
     explicit: Path | None = None,
     fresh: bool = False,
+    finished: Finished = signed,
+    option: str = "--run-dir",
 ) -> OpenRun:
-    """Resume the latest unfinished run of these plan bytes, or start a new one.
+    """Resume the latest unfinished run of these plan bytes, or start a new one, and hold its lock
+    in `held` (BusyError naming the holder's pid if another process writes it).
 
     `explicit` names the directory: it is resumed if it belongs to this plan hash, refused if it
-    belongs to another, and created if it does not exist. `fresh` always starts a new run.
+    belongs to another or is `finished`, and created if it does not exist (`option`: the calling
+    command's name for it, used in refusals). `fresh` always starts a new run.
     """
-    if explicit is not None and RunDir(explicit).record.exists():
+    run_id = new_run_id(plan_sha256)
+    if explicit is not None:
+        held.enter_context(hold(explicit, f"run directory {explicit}"))
+        return _open_at(explicit, run_id, plan_path, plan_sha256, ledger_head, finished, option)
+    # held for milliseconds (choose, create): a second process waits for it, then meets the run's lock
+    with hold(results_root, f"the runs in {results_root}", wait_s=OPENING_WAIT_S):
+        found = None if fresh else _resumable(results_root, plan_sha256, finished)
+        path = found or results_root / run_id
+        if found is None and path.exists():
+            raise BadInputError(f"{path}: a run of this plan started this very second; start again")
+        held.enter_context(hold(path, f"run directory {path}"))
+        return _open_at(path, run_id, plan_path, plan_sha256, ledger_head, finished, option)
+
+
+def _open_at(
+    explicit: Path, run_id: str, plan_path: str, plan_sha256: str, ledger_head: str, finished: Finished,
+    option: str,
+) -> OpenRun:
+    """Resume the run at `explicit` (checked: same plan bytes, not finished) or create it there with
+    `run_id`; the caller holds its lock."""
+    path = explicit
+    if RunDir(explicit).record.exists():
         record = read_run_record(explicit)
         if record["plan_sha256"] != plan_sha256:
             raise BadInputError(
                 f"{explicit}: made from plan sha256 {record['plan_sha256'][:12]}…, but {plan_path} is "
-                f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new --run-dir"
+                f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new {option}"
             )
-        if RunDir(explicit).is_bundled:
-            raise BadInputError(f"{explicit}: already bundled (finished); choose a new --run-dir")
+        if finished(RunDir(explicit)):
+            raise BadInputError(f"{explicit}: already bundled (finished); choose a new {option}")
         return OpenRun(RunDir(explicit), record, resumed=True)
-    if explicit is None and not fresh:
-        found = _resumable(results_root, plan_sha256)
-        if found is not None:
-            return OpenRun(RunDir(found), read_run_record(found), resumed=True)
-    run_id = new_run_id(plan_sha256)
-    path = explicit or results_root / run_id
     if path.exists() and any(path.iterdir()):
-        raise BadInputError(f"{path}: exists and is not a capsule run directory; choose another --run-dir")
+        raise BadInputError(
+            f"{path}: exists and holds no run.json, so it is not a capsule run directory; {option} names "
+            f"the run directory itself: give a new or empty one, or leave {option} out"
+        )
     path.mkdir(parents=True, exist_ok=True)
     record = {
         "run_id": run_id,

@@ -13,19 +13,32 @@ only if it grew meanwhile).
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capsule.artifacts.model_store import resolve_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import VerificationError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.hashing import sha256_bytes, sha256_file
-from capsule.pipeline.opening import Say, copy_plan, open_run_dir, start_manifest
+from capsule.pipeline.opening import (
+    OpenRun,
+    Say,
+    copy_plan,
+    open_run_dir,
+    recorded_in,
+    signed,
+    start_manifest,
+)
 from capsule.prereg.ledger import Ledger, check_sealed
 from capsule.prereg.loader import plan_file, read_plan
 from capsule.prereg.plan import Plan
+
+if TYPE_CHECKING:
+    from capsule.evidence.signing import SigningKey
+    from ifeval_scorer import Prompt
 
 
 @dataclass(frozen=True)
@@ -86,10 +99,8 @@ def _relative(path: Path, root: Path) -> str:
 
 def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     """Run a sealed plan end to end (see the module docstring); resumable at every step."""
-    from capsule.evidence.signing import load_signing_key
-    from capsule.pipeline.stage_generate import GenerateInputs, generate_all
-    from capsule.pipeline.stage_score import analyse, model_tokenizer
-    from capsule.pipeline.stage_sign import report_and_sign
+    from capsule.evidence.signing import fingerprint_of, load_signing_key
+    from capsule.evidence.trust import untrusted_warning
     from ifeval_scorer import load_prompts
 
     sealed = load_sealed_plan(options.plan_path, options.ledger_path)
@@ -102,18 +113,48 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
         )
     prompts = load_prompts(fetched.path)
     say(f"plan {plan.name}: sealed at ledger entry {seal['seq']}; prompts from {fetched.source}")
-    model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)
-    run = open_run_dir(
-        results_root=options.results_root / plan.name,
-        plan_path=_relative(sealed.file, ledger.root),
-        plan_sha256=seal["sha256"],
-        ledger_head=ledger.head(),
-        explicit=options.run_dir,
-        fresh=options.fresh,
+    warning = untrusted_warning(
+        ledger, _relative(sealed.file, ledger.root), fingerprint_of(signer.public_key), sealed.data
     )
+    if warning and not options.dry_run:  # a dry run is never recorded, so never verified
+        say(warning)
+    model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)
+    with ExitStack() as held:  # the run directory's lock, held until the run is signed
+        run = open_run_dir(
+            results_root=options.results_root / plan.name,
+            plan_path=_relative(sealed.file, ledger.root),
+            plan_sha256=seal["sha256"],
+            ledger_head=ledger.head(),
+            held=held,
+            explicit=options.run_dir,
+            fresh=options.fresh,
+            finished=signed if options.dry_run else recorded_in(ledger),
+        )
+        return _run_opened(options, sealed, run, fetched.path, prompts, model_dir, signer, key_line, say)
+
+
+def _run_opened(
+    options: ReproduceOptions,
+    sealed: SealedPlan,
+    run: OpenRun,
+    prompts_path: Path,
+    prompts: dict[int, Prompt],
+    model_dir: Path | None,
+    signer: SigningKey,
+    key_line: str,
+    say: Say,
+) -> ReproduceResult:
+    """The steps after the run directory is open (and locked): generate, score, report, sign."""
+    from capsule.pipeline.stage_generate import GenerateInputs, generate_all
+    from capsule.pipeline.stage_score import analyse, model_tokenizer
+    from capsule.pipeline.stage_sign import report_and_sign
+
+    plan, seal, ledger = sealed.plan, sealed.seal, sealed.ledger
     say(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}")
+    if run.dir.is_bundled:
+        say("its signing was interrupted before the ledger entry: it is signed again")
     copy_plan(run, sealed.data, seal)
-    digest = start_manifest(run, model_dir, fetched.path, say)
+    digest = start_manifest(run, model_dir, prompts_path, say)
     inputs = GenerateInputs(prompts, model_dir, seal["sha256"], digest)
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,

@@ -5,8 +5,10 @@ A finished run is immutable: `capsule reproduce` never reopens a bundled run dir
 reference run's RESULTS.md and plots would no longer match a fresh rendering, and CI requires
 that they do. `resign_run` handles exactly that case, conservatively:
 
-- the run must first verify as signed (signature, every file, ledger chain), so a new signature can
-  never launder a changed generation, score or analysis;
+- the run must first verify as signed (signature, every file, ledger chain, a trusted signer), so a
+  new signature can never launder a changed generation, score or analysis;
+- the new signature is by a key trusted for the run's plan (`capsule.evidence.trust`), checked
+  before anything is written;
 - only the derived documents (RESULTS.md and plots/) are rewritten, from the unchanged
   analysis.json and manifest.json;
 - a new bundle is signed and a new `bundle` ledger entry appended after the old one, which stays:
@@ -21,7 +23,9 @@ from pathlib import Path
 
 from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
+from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import verify_run
+from capsule.locks import hold
 from capsule.prereg.ledger import Ledger
 from capsule.report.document import changed_outputs, render_outputs, write_outputs
 from capsule.run_dir import RunDir
@@ -39,11 +43,23 @@ class ResignResult:
 def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = None) -> ResignResult:
     """Verify `run_dir`, re-render its RESULTS.md and plots, and sign a new bundle if they changed.
 
-    Raises VerificationError (nothing written) when the run does not verify as it stands.
+    Raises VerificationError (nothing written) when the run does not verify as it stands or when the
+    signing key is not one the run's plan trusts, and BusyError when another process writes the run.
     """
-    verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
+    with hold(run_dir, f"run directory {run_dir}"):
+        return _resign_locked(run_dir, ledger_path, signing_key)
+
+
+def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -> ResignResult:
+    """resign_run's steps, under the run directory's lock."""
+    summary = verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
     signer, key_line = load_signing_key(signing_key)
     fingerprint = fingerprint_of(signer.public_key)
+    plan_bytes = RunDir(run_dir).plan.read_bytes() if RunDir(run_dir).plan.is_file() else None
+    check_signer(
+        Ledger.load(ledger_path), summary.plan_path, fingerprint, plan_bytes=plan_bytes,
+        remedy="--resign signs only with a key the plan trusts: pass one with --key PRIVATE_KEY.pem",
+    )
     rendered = render_outputs(run_dir, fingerprint=fingerprint)  # rendered once: compared, then written
     changed = changed_outputs(run_dir, rendered)
     if not changed:

@@ -22,7 +22,6 @@ from typing import Any
 
 from capsule.hashing import canonical_json, sha256_bytes
 from capsule.prereg.arms import GREEDY_NEUTRAL, parse_arm
-from capsule.prereg.loader import NAME_RE
 from capsule.prereg.plan import Arm
 from capsule.prereg.tables import Section
 
@@ -79,11 +78,7 @@ def adhoc_arm_table(options: AdhocOptions) -> dict[str, Any]:
 
 def parse_arm_table(table: Mapping[str, Any], source: str) -> Arm:
     """An `[[arms]]` table read by the plan loader's parser; `source` names it in error messages."""
-    section = Section(source, f"arm {table.get('name')!r}", dict(table))
-    name = section.text("name")
-    if not NAME_RE.match(name):
-        raise section.fail(f"name {name!r} must match {NAME_RE.pattern} (it names files)")
-    return parse_arm(section)
+    return parse_arm(Section(source, f"arm {table.get('name')!r}", dict(table)))
 
 
 def check_arm(arm: Arm) -> None:

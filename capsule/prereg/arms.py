@@ -7,13 +7,12 @@ agree by construction. `capsule.prereg.loader` calls `parse_arm` for each arm of
 
 from __future__ import annotations
 
-import re
-
 from capsule.prereg.backend_specs import BACKENDS, check_options
+from capsule.prereg.limits import BATCH_SIZE, MAX_NEW_TOKENS
+from capsule.prereg.numerics_env import env_problem
 from capsule.prereg.plan import Arm, Decoding
 from capsule.prereg.tables import Section
 
-ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 DTYPES = ("bfloat16", "float16", "float32")
 
 #: The only values mode "greedy" takes (argmax, no penalties; top_k 0, or -1, disables): greedy with
@@ -28,10 +27,36 @@ GREEDY_NEUTRAL: dict[str, float | int] = {
 }
 
 
+# The keys of an [[arms]] table and of its [arms.decoding] table, (required, optional): read here and
+# written by `capsule.prereg.plan_toml`.
+ARM_KEYS = (
+    (
+        "name",
+        "backend",
+        "subset",
+        "dtype",
+        "batch_size",
+        "batch_order",
+        "seed",
+        "max_new_tokens",
+        "thinking",
+        "unclosed",
+        "decoding",
+        "backend_options",
+        "env",
+    ),
+    ("max_prompts", "max_wall_minutes", "description"),
+)
+DECODING_KEYS = (
+    ("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"),
+    (),
+)
+
+
 def parse_decoding(arm: Section) -> Decoding:
     """[arms.decoding]: every knob explicit; greedy requires the neutral values (no hidden sampling)."""
     s = arm.sub("decoding", "decoding")
-    s.keys(("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"))
+    s.keys(*DECODING_KEYS)
     decoding = Decoding(
         mode=s.text("mode", ("greedy", "sample")),  # type: ignore[arg-type]
         temperature=s.number("temperature", 0.0, 10.0),
@@ -62,44 +87,29 @@ def _options(arm: Section, backend: str) -> dict[str, object]:
 
 
 def _env(arm: Section) -> dict[str, str]:
-    """[arms.env]: environment variables set while the arm's backend is loaded and run."""
+    """[arms.env]: environment variables set while the arm's backend is loaded and run, each one of
+    the numerics variables of `capsule.prereg.numerics_env` (the allow-list)."""
     s = arm.sub("env", "env")
     for key, value in s.data.items():
-        if not ENV_RE.match(key) or not isinstance(value, str):
-            raise s.fail(f"{key} = {value!r}: env names are UPPER_CASE and values are strings (quote them)")
+        problem = env_problem(key, value)
+        if problem is not None:
+            raise s.fail(problem)
     return dict(s.data)
 
 
 def parse_arm(s: Section) -> Arm:
     """One [[arms]] table."""
-    s.keys(
-        (
-            "name",
-            "backend",
-            "subset",
-            "dtype",
-            "batch_size",
-            "batch_order",
-            "seed",
-            "max_new_tokens",
-            "thinking",
-            "unclosed",
-            "decoding",
-            "backend_options",
-            "env",
-        ),
-        ("max_prompts", "max_wall_minutes", "description"),
-    )
+    s.keys(*ARM_KEYS)
     backend = s.text("backend", BACKENDS)
     return Arm(
-        name=s.data["name"],
+        name=s.file_name(),
         backend=backend,  # type: ignore[arg-type]
         subset=s.text("subset"),
         dtype=s.text("dtype", DTYPES),  # type: ignore[arg-type]
-        batch_size=s.integer("batch_size", 1),
+        batch_size=s.integer("batch_size", 1, limit=BATCH_SIZE),
         batch_order=s.text("batch_order", ("file", "length")),  # type: ignore[arg-type]
         seed=s.integer("seed", 0),
-        max_new_tokens=s.integer("max_new_tokens", 1),
+        max_new_tokens=s.integer("max_new_tokens", 1, limit=MAX_NEW_TOKENS),
         thinking=s.text("thinking", ("on", "off")),  # type: ignore[arg-type]
         unclosed=s.text("unclosed", ("empty", "raw")),  # type: ignore[arg-type]
         decoding=parse_decoding(s),

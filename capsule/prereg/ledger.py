@@ -14,15 +14,18 @@ This module owns the file and its queries (load, append, is this plan sealed?); 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
+from capsule.locks import hold
+from capsule.prereg.anchor import AnchorCheck, check_anchor
 from capsule.prereg.chain import (
     BASE_FIELDS,
     FILE_KINDS,
@@ -31,6 +34,7 @@ from capsule.prereg.chain import (
     SHA256_HEX,
     check_relpath,
     entry_hash,
+    symlink_on_path,
     verify_chain,
 )
 from capsule.prereg.loader import PLAN_FILE, plan_file
@@ -41,10 +45,12 @@ __all__ = [
     "check_sealed",
     "require_sealed",
     "utc_now",
+    "verify_anchored",
     "verify_ledger",
 ]
 
 DEFAULT_LEDGER = Path("prereg/ledger.jsonl")
+LEDGER_WAIT_S = 30.0  # an append holds the lock for milliseconds, a signing for seconds: wait that long
 
 
 def utc_now() -> str:
@@ -135,8 +141,45 @@ class Ledger:
                     f"{len(self.entries)} (seal the plan, or restore the ledger's lost last lines)",
                 )
 
+    def check_presence(self) -> None:
+        """Every file the ledger records is in the checkout as a plain file, reached through no
+        symlink: a sealed plan, its companions, and the envelope of every bundled run. (The chain
+        re-hashes the files that exist; this catches those deleted, a whole plan directory with them.)"""
+        latest: dict[str, dict[str, Any]] = {}
+        for entry in self.entries:
+            if entry["kind"] != "signers":  # a signers entry names a plan that has its own record
+                latest[entry["path"]] = entry
+        for path, entry in sorted(latest.items(), key=lambda item: item[1]["seq"]):
+            where = f"{self.path}: seq {entry['seq']}"
+            link = symlink_on_path(self.root, path)
+            if link is not None:
+                raise VerificationError(f"{where}: {path} is reached through the symlink {link}")
+            file = self.root / path
+            if file.is_file():
+                continue
+            if entry["kind"] == "bundle":
+                raise VerificationError(
+                    f"{where}: run {entry.get('run_id', '?')} is recorded as bundled but {path} is missing "
+                    "from the checkout (restore the run directory; a signed run is kept with the ledger)"
+                )
+            gone = file
+            while gone.parent != self.root and not gone.parent.exists():
+                gone = gone.parent
+            missing = path if gone == file else f"{path} (the whole directory {gone.relative_to(self.root)})"
+            raise VerificationError(
+                f"{where}: {entry['kind']} of {path}: {missing} is missing from the checkout "
+                "(restore it from git; a sealed file is never deleted, only amended)"
+            )
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the ledger's lock (`capsule.locks`, on its directory) for a `with` block: one writer
+        at a time. Waits up to LEDGER_WAIT_S for another writer, then BusyError naming its pid."""
+        with hold(self.path.parent, f"ledger {self.path}", wait_s=LEDGER_WAIT_S):
+            yield
+
     def append(self, kind: str, path: str, sha256: str, note: str, **extra: Any) -> dict[str, Any]:
-        """Append one entry durably (one write, fsync) under an exclusive lock; never rewrites a line.
+        """Append one entry durably (one write, fsync) under the ledger's lock; never rewrites a line.
         Refuses if the file changed since this ledger was loaded (someone else appended)."""
         if kind not in KINDS:
             raise BadInputError(f"unknown ledger entry kind {kind!r} (known: {', '.join(KINDS)})")
@@ -159,8 +202,7 @@ class Ledger:
         line = canonical_json(entry) + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        with open(self.path, "ab") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with self.locked(), open(self.path, "ab") as handle:
             if os.fstat(handle.fileno()).st_size != self._size:
                 raise VerificationError(
                     f"{self.path}: changed since it was loaded (another append?); reload and try again"
@@ -180,12 +222,28 @@ class Ledger:
 
 
 def verify_ledger(path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledger:
-    """Load and verify a ledger, and check that every plan in its directory is sealed (what
-    `capsule prereg verify` runs)."""
+    """Load and verify a ledger, check that every file it records is present (plainly), and that every
+    plan in its directory is sealed. A ledger file that does not exist is an error (BadInputError)."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        raise BadInputError(f"ledger {path} {what}; run from the repository root or pass --ledger PATH")
     ledger = Ledger.load(path, root)
     ledger.verify()
-    ledger.check_coverage(Path(path).parent)
+    ledger.check_presence()
+    ledger.check_coverage(path.parent)
     return ledger
+
+
+def verify_anchored(
+    path: Path = DEFAULT_LEDGER, anchor: str | None = None, root: Path | None = None
+) -> tuple[Ledger, AnchorCheck]:
+    """`verify_ledger`, then the anchor check (`capsule.prereg.anchor`): every entry of the ledger at
+    `anchor` (a git revision or a head hash; default `HEAD` inside a git checkout) still in place.
+    What `capsule prereg verify` runs."""
+    ledger = verify_ledger(path, root)
+    hashes = [str(entry["hash"]) for entry in ledger.entries]
+    return ledger, check_anchor(Path(path), Path(path).read_bytes(), hashes, anchor)
 
 
 def require_sealed(plan_path: Path, ledger_path: Path = DEFAULT_LEDGER) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
 from capsule.prereg.checks import check_plan
 from capsule.prereg.control_kinds import CONTROL_KINDS, control_kind
+from capsule.prereg.limits import BOOTSTRAP_RESAMPLES, PROMPTS, STABILITY_REPEATS, TABLES
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import (
     Claim,
@@ -30,22 +31,38 @@ from capsule.prereg.plan import (
     VerdictRule,
 )
 from capsule.prereg.tables import Section
+from capsule.run_dir import name_problem
 
 PLAN_FILE = "plan.toml"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")  # arm / plan names become file names
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 MODEL_SOURCES = ("embedded", "hub", "path")
 LOADERS = tuple(MODEL_LOADERS)
-SUBSET_RULES = ("all", "first", "seeded_sample")
 INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
 
-
-def _name(section: Section, key: str = "name") -> str:
-    value = section.text(key)
-    if not NAME_RE.match(value):
-        raise section.fail(f"{key} {value!r} must match {NAME_RE.pattern} (it names files)")
-    return value
+# The keys of each table, (required, optional): the loader checks them and `capsule.prereg.plan_toml`
+# writes them, so a key is named once. The arm and decoding keys live in `capsule.prereg.arms`, a
+# control's in its kind's row of `capsule.prereg.control_kinds`.
+PLAN_KEYS = (
+    ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
+    ("description", "amends", "amend_reason", "controls", "comparisons", "evidence"),
+)
+MODEL_KEYS = (("name", "source", "files", "loader"), ())
+HUB_KEYS = ("repo", "revision")  # required for source "hub", refused for any other
+CLAIM_KEYS = (("text", "value", "metric", "other_readings", "source"), ())
+PROMPTS_KEYS = (("sha256", "subsets"), ())
+SUBSET_KEYS: dict[str, tuple[str, ...]] = {  # a subset's rule -> its keys (all required)
+    "all": ("rule",),
+    "first": ("rule", "n"),
+    "seeded_sample": ("rule", "n", "seed"),
+}
+SUBSET_RULES = tuple(SUBSET_KEYS)
+COMPARISON_KEYS = (("name", "arms", "metric", "confidence"), ("description",))
+VERDICT_KEYS = (
+    ("arm", "metric", "interval", "confidence", "min_n", "bootstrap_resamples", "bootstrap_seed",
+     "min_pairs"),
+    (),
+)
 
 
 def _sha(section: Section, key: str, value: Any) -> str:
@@ -57,7 +74,7 @@ def _sha(section: Section, key: str, value: Any) -> str:
 def parse_model(top: Section) -> Model:
     """[model] and [model.files]."""
     s = top.sub("model", "[model]")
-    s.keys(("name", "source", "files", "loader"), ("repo", "revision"))
+    s.keys(MODEL_KEYS[0], HUB_KEYS)
     source = s.text("source", MODEL_SOURCES)
     files = s.sub("files", "[model.files]")
     if not files.data:
@@ -65,7 +82,7 @@ def parse_model(top: Section) -> Model:
     pinned = {str(path): _sha(files, str(path), digest) for path, digest in sorted(files.data.items())}
     repo = revision = ""
     if source == "hub":
-        s.keys(("name", "source", "files", "loader", "repo", "revision"))
+        s.keys(MODEL_KEYS[0] + HUB_KEYS)
         repo = s.text("repo")
         revision = s.text("revision")
         if not re.match(r"^[0-9a-f]{40}$", revision):
@@ -78,7 +95,7 @@ def parse_model(top: Section) -> Model:
 def parse_claim(top: Section) -> Claim:
     """[claim]: the card's number and how the plan reads it."""
     s = top.sub("claim", "[claim]")
-    s.keys(("text", "value", "metric", "other_readings", "source"))
+    s.keys(*CLAIM_KEYS)
     metric = s.text("metric", ALL_METRICS)
     others = s.names("other_readings")
     for other in others:
@@ -92,20 +109,23 @@ def parse_claim(top: Section) -> Claim:
 def parse_prompts(top: Section) -> PromptSet:
     """[prompts] and its [prompts.subsets.NAME] tables."""
     s = top.sub("prompts", "[prompts]")
-    s.keys(("sha256", "subsets"))
+    s.keys(*PROMPTS_KEYS)
     sha = _sha(s, "sha256", s.data["sha256"])
     subsets_table = s.sub("subsets", "[prompts.subsets]")
     if not subsets_table.data:
         raise subsets_table.fail("declare at least one subset")
+    if len(subsets_table.data) > TABLES.high:
+        raise subsets_table.fail(f"{len(subsets_table.data)} subsets; a plan may have at most {TABLES.high}")
     subsets: dict[str, Subset] = {}
     for name, table in subsets_table.data.items():
         sub = Section(s.file, f"subset {name!r}", table)
-        if not NAME_RE.match(name):
-            raise sub.fail(f"name must match {NAME_RE.pattern}")
+        problem = name_problem(name)
+        if problem is not None:
+            raise sub.fail(f"name {problem}")
         rule = sub.text("rule", SUBSET_RULES)
-        required = {"all": ("rule",), "first": ("rule", "n"), "seeded_sample": ("rule", "n", "seed")}[rule]
+        required = SUBSET_KEYS[rule]
         sub.keys(required)
-        n = sub.integer("n", 1) if "n" in required else 0
+        n = sub.integer("n", 1, limit=PROMPTS) if "n" in required else 0
         seed = sub.integer("seed", 0) if "seed" in required else 0
         subsets[name] = Subset(name, rule, n, seed)
     return PromptSet(sha, subsets)
@@ -116,10 +136,10 @@ def parse_control(s: Section) -> Control:
     kind = control_kind(s.text("kind", CONTROL_KINDS))
     s.keys(kind.keys, kind.optional)
     return Control(
-        name=_name(s),
+        name=s.file_name(),
         kind=kind.name,
         arms=s.names("arms", default=[]),
-        k=s.integer("k", 2) if kind.takes("k") else 0,
+        k=s.integer("k", 2, limit=STABILITY_REPEATS) if kind.takes("k") else 0,
         compliant=s.text("compliant") if kind.takes("compliant") else "",
         description=s.text("description", default=""),
     )
@@ -127,12 +147,12 @@ def parse_control(s: Section) -> Control:
 
 def parse_comparison(s: Section) -> Comparison:
     """One [[comparisons]] table: a paired comparison of exactly two arms."""
-    s.keys(("name", "arms", "metric", "confidence"), ("description",))
+    s.keys(*COMPARISON_KEYS)
     arms = s.names("arms")
     if len(arms) != 2 or arms[0] == arms[1]:
         raise s.fail(f"arms must name two different arms, got {list(arms)}")
     return Comparison(
-        name=_name(s),
+        name=s.file_name(),
         arms=(arms[0], arms[1]),
         metric=s.text("metric", ALL_METRICS),
         confidence=s.number("confidence", 0.5, 0.9999),
@@ -143,34 +163,55 @@ def parse_comparison(s: Section) -> Comparison:
 def parse_verdict(top: Section) -> VerdictRule:
     """[verdict]: the headline rule, as data."""
     s = top.sub("verdict", "[verdict]")
-    s.keys(
-        (
-            "arm",
-            "metric",
-            "interval",
-            "confidence",
-            "min_n",
-            "bootstrap_resamples",
-            "bootstrap_seed",
-            "min_pairs",
-        )
-    )
+    s.keys(*VERDICT_KEYS)
     return VerdictRule(
         arm=s.text("arm"),
         metric=s.text("metric", ALL_METRICS),
         interval=s.text("interval", INTERVALS),
         confidence=s.number("confidence", 0.5, 0.9999),
-        min_n=s.integer("min_n", 1),
-        bootstrap_resamples=s.integer("bootstrap_resamples", 0),
+        min_n=s.integer("min_n", 1, limit=PROMPTS),
+        bootstrap_resamples=s.integer("bootstrap_resamples", 0, limit=BOOTSTRAP_RESAMPLES),
         bootstrap_seed=s.integer("bootstrap_seed", 0),
-        min_pairs=s.integer("min_pairs", 1),
+        min_pairs=s.integer("min_pairs", 1, limit=PROMPTS),
     )
+
+
+def parse_evidence(top: Section) -> tuple[str, ...]:
+    """[evidence] (optional): `signers`, the sha256 fingerprints (`capsule.evidence.signing.fingerprint_of`)
+    of the public keys allowed to sign this plan's runs; more can be added later only by a sealed
+    `signers` ledger entry (`capsule prereg signers`)."""
+    if "evidence" not in top.data:
+        return ()
+    s = top.sub("evidence", "[evidence]")
+    s.keys(("signers",))
+    signers = s.names("signers")
+    for fingerprint in signers:
+        if not SHA256_RE.match(fingerprint):
+            raise s.fail(
+                f"signers: {fingerprint!r} is not a key fingerprint (64 lowercase hex digits, as "
+                "`capsule keygen` prints it)"
+            )
+    if len(set(signers)) != len(signers):
+        raise s.fail("signers: a fingerprint is listed twice")
+    return signers
+
+
+def plan_signers(data: bytes, path: Path) -> tuple[str, ...]:
+    """The [evidence] signers of plan bytes, reading only that table (the trust check reads the plan a
+    run used, whose other tables were validated when it was sealed)."""
+    try:
+        parsed = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise BadInputError(f"{path}: not a UTF-8 TOML plan ({error})") from error
+    return parse_evidence(Section(str(path), "top level", parsed))
 
 
 def _tables(top: Section, key: str, label: str) -> list[Section]:
     value = top.data.get(key, [])
     if not isinstance(value, list):
         raise top.fail(f"{key!r} must be an array of tables ([[{key}]])")
+    if len(value) > TABLES.high:
+        raise top.fail(f"{len(value)} [[{key}]] tables; a plan may have at most {TABLES.high} ({TABLES.why})")
     sections = []
     for index, table in enumerate(value):
         name = table.get("name") if isinstance(table, dict) else None
@@ -184,21 +225,16 @@ def parse_plan(text: str, path: Path) -> Plan:
     file = str(path)
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+    except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
         raise BadInputError(f"{file}: not valid TOML: {error}") from error
     top = Section(file, "top level", data)
-    top.keys(
-        ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
-        ("description", "amends", "amend_reason", "controls", "comparisons"),
-    )
+    top.keys(*PLAN_KEYS)
     amends, reason = top.text("amends", default=""), top.text("amend_reason", default="")
     if bool(amends) != bool(reason.strip()):
         raise top.fail("'amends' and 'amend_reason' go together: name the amended plan and say why")
     arm_sections = _tables(top, "arms", "arm")
-    for section in arm_sections:
-        _name(section)
     plan = Plan(
-        name=_name(top),
+        name=top.file_name(),
         description=top.text("description", default=""),
         path=path,
         amends=amends,
@@ -211,6 +247,7 @@ def parse_plan(text: str, path: Path) -> Plan:
         controls=tuple(parse_control(s) for s in _tables(top, "controls", "control")),
         comparisons=tuple(parse_comparison(s) for s in _tables(top, "comparisons", "comparison")),
         verdict=parse_verdict(top),
+        signers=parse_evidence(top),
     )
 
     check_plan(plan)

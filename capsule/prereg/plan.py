@@ -152,6 +152,7 @@ class Plan:
     controls: tuple[Control, ...]
     comparisons: tuple[Comparison, ...]
     verdict: VerdictRule
+    signers: tuple[str, ...] = ()  # [evidence] signers: fingerprints of the keys allowed to sign its runs
 
     def arm(self, name: str) -> Arm:
         """The arm called `name` (KeyError if the plan has none: the loader checks references)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from capsule.errors import BadInputError
+from capsule.prereg.limits import TOML_INTEGER, Limit
+from capsule.run_dir import name_problem
 
 
 class Section:
@@ -45,13 +47,26 @@ class Section:
             raise self.fail(f"{key!r} is {value!r}; expected one of: {', '.join(choices)}")
         return value
 
-    def integer(self, key: str, minimum: int, default: int | None = None) -> int:
-        """An integer (not a bool) of at least `minimum`."""
+    def integer(
+        self, key: str, minimum: int, default: int | None = None, limit: Limit = TOML_INTEGER
+    ) -> int:
+        """An integer (not a bool) of at least `minimum` and at most `limit.high` (the reason quoted)."""
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(f"{key!r} must be an integer, got {value!r}")
         if value < minimum:
             raise self.fail(f"{key!r} is {value}; it must be at least {minimum}")
+        if value > limit.high:
+            shown = value if value.bit_length() <= 256 else f"a {value.bit_length()}-bit integer"
+            raise self.fail(f"{key!r} is {shown}; it must be at most {limit.high} ({limit.why})")
+        return value
+
+    def file_name(self, key: str = "name") -> str:
+        """A name that becomes a file or directory name, held to the one rule (`capsule.run_dir.NAME_RE`)."""
+        value = self.text(key)
+        problem = name_problem(value)
+        if problem is not None:
+            raise self.fail(f"{key} {problem}")
         return value
 
     def number(self, key: str, low: float, high: float, default: float | None = None) -> float:

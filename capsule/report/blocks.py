@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from capsule.analysis.schema import ArmSection
 from capsule.errors import BadInputError
+from capsule.report.batch_finding import batch_finding_block
 from capsule.report.controls import control_lines, in_control_order
 from capsule.report.formatting import (
     METRIC_LABELS,
@@ -151,6 +152,7 @@ Block = Callable[[ReportInput], list[str]]
 BLOCKS: dict[str, Block] = {
     "summary": summary_block,
     "headline": headline_block,
+    "batch_finding": batch_finding_block,
     "arms": arms_block,
     "comparisons": comparisons_block,
     "controls": controls_block,

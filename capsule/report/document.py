@@ -20,6 +20,8 @@ from typing import Any
 from capsule.analysis.schema import Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
+from capsule.machine.manifest import validate_manifest
+from capsule.report.batch_finding import contrasts_dtypes
 from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
 from capsule.report.headline import headline_line
@@ -100,6 +102,7 @@ def render_report(
     lines = [f"# Results: {plan}" if plan else "# Results", ""]
     sections = [
         ("headline", None),
+        *([("batch_finding", None)] if contrasts_dtypes(analysis) else []),
         ("arms", "Arms"),
         ("comparisons", "Paired comparisons"),
         ("controls", "Controls"),
@@ -128,7 +131,15 @@ def load_run(run_dir: Path) -> ReportInput:
         raise BadInputError(f"{path}: cannot read ({error})") from error
     manifest = json.loads(run.manifest.read_text(encoding="utf-8")) if run.manifest.exists() else None
     plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
-    return ReportInput(analysis, manifest, plots)
+    return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots)
+
+
+def _checked_manifest(manifest: Any, path: Path) -> Mapping[str, Any] | None:
+    """The run's manifest, refused (BadInputError naming the field) unless it meets the schema: the
+    Machine section would otherwise render `{}` or a manifest missing its GPU as if it were one."""
+    if path.exists():
+        validate_manifest(manifest, where=str(path))
+    return manifest
 
 
 def bundle_fingerprint(run_dir: Path) -> str | None:

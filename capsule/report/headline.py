@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capsule.analysis.schema import Analysis, Reading
+from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.report.formatting import METRIC_MEANING, fmt_interval, fmt_pct, plural
 from capsule.report.report_input import ReportInput
 from capsule.report.scorer_controls import scorer_echo
@@ -63,6 +64,25 @@ def _failed_lines(analysis: Analysis) -> list[str]:
     return lines + [""]
 
 
+def fake_data_note(analysis: Analysis, manifest: Mapping[str, Any] | None) -> str | None:
+    """One paragraph, or None. A dry run (its manifest records `model: null`: every arm ran on the
+    fake backend, whatever backend the plan names) says that its verdicts are of fake data and that it
+    is not in the ledger; a run with arms that a plan put on the fake backend names them."""
+    if manifest is not None and "model" in manifest and manifest["model"] is None:
+        return (
+            "**DRY RUN: FAKE DATA.** Every arm ran on the fake backend, with no model: the responses are "
+            "random tokens, so every verdict below is of fake data, not of the model. A dry run is not "
+            "recorded in the ledger, and `capsule verify` refuses it."
+        )
+    fake = [name for name, arm in analysis.arms.items() if arm.settings.backend == FAKE_BACKEND]
+    if not fake:
+        return None
+    return (
+        f"**FAKE DATA:** {len(fake)} of {len(analysis.arms)} arms ({', '.join(fake)}) ran on the fake "
+        "backend: their responses are random tokens, so their verdicts are of fake data, not of the model."
+    )
+
+
 def _model_line(manifest: Mapping[str, Any] | None) -> list[str]:
     model = (manifest or {}).get("model")
     if not model:
@@ -87,7 +107,8 @@ def headline_block(data: ReportInput) -> list[str]:
     readings = analysis.headline.readings
     primary = readings[0]
     metric = claim.metric
-    lines = _failed_lines(analysis)
+    fake = fake_data_note(analysis, data.manifest)
+    lines = ([fake, ""] if fake else []) + _failed_lines(analysis)
     lines += [
         f"**Claim:** {claim.text} ({claim.source}): {fmt_pct(claim.value_pct)}, "
         f"read by the plan as `{metric}` ({METRIC_MEANING.get(metric, metric)}).",
@@ -136,4 +157,5 @@ def summary_block(data: ReportInput) -> list[str]:
         text += f" Echoing the prompt back scores {fmt_pct(echo[0])} on the same metric."
     if failed:
         text = f"**FAILED CONTROLS: {', '.join(failed)}.** " + text
-    return [text]
+    fake = fake_data_note(analysis, data.manifest)
+    return [f"{fake} {text}" if fake else text]

@@ -7,11 +7,16 @@ A region is the text between
 
 `run=` is the run directory, relative to the Markdown file's own directory (`.` in RESULTS.md);
 `block=` names a renderer in `capsule.report.document.BLOCKS`. The check re-renders the block from the
-run's analysis.json (and manifest.json) and compares the *facts* in order: every number as
-printed (`16.96`, `1/8` is two, `1e-05` one) and every verdict word in capitals (REPRODUCED, NOT
-REPRODUCED, UNDERPOWERED, FAILED, DIFFER, INDISTINGUISHABLE). Prose around them may change; a
-number or verdict that differs, is missing or is extra is drift. `update_file` rewrites regions in
-place from the run, so keeping a README current is one command.
+run's analysis.json (and manifest.json) and compares it with the region whole, in two passes:
+
+- the *facts* in order: every number as printed (`16.96`, `1/8` is two, `1e-05` one) and every
+  verdict word in capitals (REPRODUCED, NOT REPRODUCED, UNDERPOWERED, FAILED, DIFFER,
+  INDISTINGUISHABLE); a fact that differs, is missing or is extra is drift, named one by one;
+- then, in a region whose facts all match, every word: the claims around the numbers ("excludes",
+  "above", "the seed") are rendered from analysis.json too, so a changed word is drift as well,
+  reported once with the first words that differ. Only line breaks and spacing may differ.
+
+`update_file` rewrites regions in place from the run, so keeping a README current is one command.
 """
 
 from __future__ import annotations
@@ -158,12 +163,56 @@ def compare(region: Region, rendered: str) -> list[Drift]:
 
 
 @dataclass(frozen=True)
+class WordDrift:
+    """The first words of a region that differ from the rendering (the region's facts all match)."""
+
+    path: Path
+    line: int
+    block: str
+    found: str  # the region's words there ("" when the region lacks words the run gives)
+    expected: str  # the rendering's words there ("" when the region has words the run does not give)
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line} (block {self.block}): the text differs from what the run renders"
+        if not self.found:
+            return f"{where}: missing {self.expected!r}"
+        if not self.expected:
+            return f"{where}: found {self.found!r}, which the run does not give"
+        return f"{where}: found {self.found!r}, expected {self.expected!r}"
+
+
+_SHOWN_WORDS = 6  # how many differing words a WordDrift quotes, each side
+
+
+def words(lines: list[str], first_line: int = 1) -> list[tuple[int, str]]:
+    """(line number, word) for every whitespace-separated word of `lines`, in reading order."""
+    return [(first_line + i, word) for i, line in enumerate(lines) for word in line.split()]
+
+
+def compare_words(region: Region, rendered: str) -> WordDrift | None:
+    """The first difference between the region's words and the rendering's, or None if they agree."""
+    found = words(region.body, region.open_line + 1)
+    expected = [word for _, word in words(rendered.split("\n"))]
+    matcher = difflib.SequenceMatcher(None, [w for _, w in found], expected, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        line = found[min(i1, len(found) - 1)][0] if found else region.close_line
+        return WordDrift(
+            region.path, line, region.block,
+            " ".join(w for _, w in found[i1:i2][:_SHOWN_WORDS]), " ".join(expected[j1:j2][:_SHOWN_WORDS]),
+        )
+    return None
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """What `check_files` looked at and what drifted."""
 
     regions: int
     facts: int
-    drifts: list[Drift]
+    drifts: list[Drift | WordDrift]
+    words: int = 0
 
 
 def _read(path: Path) -> str:
@@ -174,13 +223,14 @@ def _read(path: Path) -> str:
 
 
 def check_files(paths: list[Path], run: Path | None = None) -> CheckResult:
-    """Check every marked region of `paths` against its run (or `run` for all of them).
+    """Check every marked region of `paths` against its run (or `run` for all of them): its facts
+    one by one, then, where they all match, its words (see the module docstring).
 
     A file without any region is an error: checking it would prove nothing.
     """
     cache: dict[Path, ReportInput] = {}
-    regions = drifts_total = 0
-    drifts: list[Drift] = []
+    regions = facts_total = words_total = 0
+    drifts: list[Drift | WordDrift] = []
     for path in paths:
         found = find_regions(path, _read(path))
         if not found:
@@ -188,10 +238,14 @@ def check_files(paths: list[Path], run: Path | None = None) -> CheckResult:
         for region in found:
             run_dir = region.run_dir(run)
             data = cache.setdefault(run_dir, load_run(run_dir))
-            drifts += compare(region, render_block(region.block, data))
+            rendered = render_block(region.block, data)
+            fact_drifts = compare(region, rendered)
+            word_drift = None if fact_drifts else compare_words(region, rendered)
+            drifts += fact_drifts + ([word_drift] if word_drift else [])
             regions += 1
-            drifts_total += len(facts(region.body))
-    return CheckResult(regions, drifts_total, drifts)
+            facts_total += len(facts(region.body))
+            words_total += len(words(region.body))
+    return CheckResult(regions, facts_total, drifts, words_total)
 
 
 def update_text(path: Path, text: str, run_dir: Path) -> tuple[str, int]:

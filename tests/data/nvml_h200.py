@@ -146,7 +146,8 @@ FIXTURE_NOTE = (
     "SYNTHESIZED FROM A FIXTURE, NOT CAPTURED ON AN H200: the GPU section comes from tests/data/nvml_h200.py "
     "(driver 580.159.03 and 143771 MiB as quoted from a real H200; other GPU values are the H200 SXM's "
     "published figures); host, software, model and data were captured on the 2-core CPU machine that wrote "
-    "manifests/examples/cpu-2core.json, with the hostname replaced by 'h200-fixture'."
+    "manifests/examples/cpu-2core.json (the committed example keeps that machine's hostname replaced by\n"
+    "'h200-fixture'; manifests of schema version 2 record no hostname)."
 )
 
 
@@ -156,7 +157,6 @@ def synthesize_h200_manifest(**build_kwargs: Any) -> dict[str, Any]:
 
     manifest = build_manifest(nvml=FakeNvml(), **build_kwargs)
     manifest["capture"].update(source="synthesized-from-fixture", note=FIXTURE_NOTE)
-    manifest["host"]["hostname"] = "h200-fixture"
     validate_manifest(manifest)
     return manifest
 

@@ -65,7 +65,8 @@ def test_hf_backend_applies_the_arms_env(embedded_model_dir: Path, monkeypatch: 
     from capsule.prereg.adhoc import AdhocOptions
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-    arm = adhoc_target(AdhocOptions("env", "hf", "float32", 1, "file", 0, 4), "", 1, None, dry_run=False).arm
+    options = AdhocOptions("env", "hf", "float32", 1, "file", 0, 4)
+    arm = adhoc_target(options, None, 1, None, dry_run=False).arm
     backend = load_backend("hf", embedded_model_dir, replace(arm, env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}))
     try:
         assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == ":4096:8"

@@ -42,7 +42,7 @@ DTYPE = {"hf": "bfloat16", "vllm": "float32"}  # why vLLM is fp32: the module do
 def arm_for(backend: str, batch_size: int, name: str) -> Target:
     """The arm `capsule generate` builds ad hoc, so CLI and in-process runs can resume each other."""
     options = AdhocOptions(name, backend, DTYPE[backend], batch_size, "file", 0, MAX_NEW)
-    return adhoc_target(options, "", N_PROMPTS, None, dry_run=False)
+    return adhoc_target(options, None, N_PROMPTS, None, dry_run=False)
 
 
 def run(backend: Backend, name: str, kind: str, batch_size: int, out: Path) -> ArmResult:

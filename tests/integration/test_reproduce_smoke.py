@@ -25,11 +25,18 @@ EVERY_CONTROL_KIND = set(CONTROL_KINDS)
 def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("smoke-repo")
     shutil.copytree(repo_root / "prereg", root / "prereg")
+    shutil.copytree(repo_root / "results", root / "results")  # the bundled runs the ledger records
     monkey = pytest.MonkeyPatch()
     monkey.chdir(root)
     monkey.setenv("XDG_CONFIG_HOME", str(root / "config"))
     monkey.delenv("CAPSULE_SIGNING_KEY", raising=False)
     try:
+        key = CliRunner().invoke(cli, ["keygen"])  # a fresh key, trusted for the smoke plan by an entry
+        fingerprint = key.output.split("fingerprint: ")[1].split()[0]
+        trusted = CliRunner().invoke(
+            cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
+        )
+        assert trusted.exit_code == 0, trusted.output
         result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke-v2", "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")
         runs = sorted((root / "results" / "smoke").iterdir())

@@ -15,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The layers, lowest first (capsule/README.md); a module may import its own layer and those below.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("capsule", "capsule.errors", "capsule.hashing", "capsule.atomic", "capsule.pins", "capsule.run_dir"),
+    (
+        "capsule", "capsule.errors", "capsule.hashing", "capsule.atomic", "capsule.pins", "capsule.run_dir",
+        "capsule.locks", "capsule.faults",
+    ),
     ("capsule.prereg",),
     ("capsule.artifacts",),
     ("capsule.machine",),

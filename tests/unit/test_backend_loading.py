@@ -4,6 +4,8 @@ one engine seed for every arm, recorded. No model and no vLLM needed: stand-ins 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 import types
 from pathlib import Path
@@ -105,9 +107,11 @@ class _Engine:
     """Stands in for `vllm.LLM`: keeps the keyword arguments and exposes a resolved config."""
 
     built: list[dict[str, Any]] = []
+    logging_env: list[tuple[str | None, str | None]] = []  # vLLM's logging variables when each was built
 
     def __init__(self, **kwargs: Any) -> None:
         self.built.append(kwargs)
+        self.logging_env.append((os.environ.get("VLLM_LOGGING_LEVEL"), os.environ.get("VLLM_LOGGING_STREAM")))
         ns = types.SimpleNamespace
         config = ns(
             scheduler_config=ns(max_num_seqs=kwargs["max_num_seqs"]),
@@ -118,7 +122,7 @@ class _Engine:
             compilation_config=ns(mode=None),
             device_config=ns(device_type="cpu"),
         )
-        self.llm_engine = ns(vllm_config=config)
+        self.llm_engine = ns(vllm_config=config, engine_core=ns(shutdown=lambda: None))
 
 
 @pytest.fixture
@@ -127,7 +131,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     module.LLM = _Engine  # type: ignore[attr-defined]
     module.__version__ = "stand-in"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "vllm", module)
-    _Engine.built = []
+    _Engine.built, _Engine.logging_env = [], []
     return _Engine.built
 
 
@@ -177,3 +181,25 @@ def test_generate_arm_hands_the_plan_loader_to_the_backend(tmp_path: Path) -> No
             loader=loader,
         )
         assert json.loads(result.meta_path.read_text())["backend"]["loader"] == loader
+
+
+def test_vllm_logs_only_warnings_on_stderr_unless_the_user_asks(
+    tmp_path: Path, fake_vllm: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's INFO lines (on stdout by default) would flood a `--no-progress` run: the engine is built
+    with WARNING on stderr, for its own process too (the env), unless the user set the variables."""
+    from capsule.generation.backends.vllm import VLLMBackend
+
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    monkeypatch.delenv("VLLM_LOGGING_STREAM", raising=False)
+    monkeypatch.setattr(logging.getLogger("vllm"), "level", logging.INFO)
+    arm = build_arm(backend="vllm", backend_options={"enforce_eager": True})
+    model = checkpoint(tmp_path / "m", "LlamaForCausalLM")
+    backend = VLLMBackend(model, arm, "causal_lm")
+    assert _Engine.logging_env == [("WARNING", "ext://sys.stderr")]
+    assert logging.getLogger("vllm").level == logging.WARNING
+    backend.close()
+    assert "VLLM_LOGGING_LEVEL" not in os.environ  # restored with the arm's env
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    VLLMBackend(model, arm, "causal_lm").close()
+    assert _Engine.logging_env[-1][0] == "INFO" and logging.getLogger("vllm").level == logging.INFO

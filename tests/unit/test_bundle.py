@@ -69,23 +69,30 @@ def write_run_files(run_dir: Path, rng: random.Random, head: str) -> None:
         path.write_bytes(data)
 
 
-def build_study(tmp_path: Path, *, seal_after_start: bool = False, seed: int = 0) -> Study:
+def build_study(
+    tmp_path: Path, *, seal_after_start: bool = False, seed: int = 0, trusted: bool = True
+) -> Study:
     """Seal a plan in a tmp ledger, write a run directory, bundle it and record the bundle entry.
 
     With `seal_after_start`, the run's recorded start head precedes the plan's seal (a forged order).
+    With `trusted` (the default) a `signers` entry trusts the run's key for the plan, as
+    `capsule prereg signers` would append it; without, only `--key` accepts the run.
     """
     ledger_path = tmp_path / "prereg" / "ledger.jsonl"
     ledger = Ledger.load(ledger_path)
     ledger.append("seal", "prereg/other/plan.toml", sha256_bytes(b"other"), "an earlier study")
     if seal_after_start:
         head = ledger.head()
-        ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan")
+        ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
     else:
-        ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan")
+        ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
         head = ledger.head()
     run_dir = tmp_path / "results" / "demo" / "run-1"
     write_run_files(run_dir, random.Random(seed), head)
     key = generate_signer()
+    if trusted:
+        ledger.append("signers", PLAN_PATH, sha256_bytes(PLAN_BYTES), "the demo key",
+                      fingerprints=[fingerprint_of(key.public_key)])
     result = make_bundle(
         run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
         manifest_digest=sha256_file(run_dir / "manifest.json"), ledger_head_at_start=head, key=key,

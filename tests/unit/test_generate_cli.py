@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from capsule.cli import cli
+from capsule.machine.manifest import SCHEMA_VERSION
 
 DRY = ["--dry-run", "--no-progress", "--max-new-tokens", "4"]
 
@@ -44,7 +45,7 @@ def test_adhoc_dry_run_writes_an_unsealed_run_directory_that_resumes(tmp_path: P
         "presence_penalty": 0.0,
         "repetition_penalty": 1.0,
     }
-    assert _json(run / "manifest.json")["schema_version"] == 1
+    assert _json(run / "manifest.json")["schema_version"] == SCHEMA_VERSION
     meta = _json(run / "generations" / "adhoc.meta.json")
     assert meta["plan_hash"] == record["plan_sha256"] and meta["arm"]["decoding"]["temperature"] == 0.0
     rows_before = (run / "generations" / "adhoc.jsonl").read_bytes()
@@ -117,3 +118,17 @@ def test_a_sealed_arm_lands_in_the_run_reproduce_continues(repo_copy: Path) -> N
 def test_plan_needs_an_arm() -> None:
     result = _generate("--plan", "prereg/smoke-v2")
     assert result.exit_code == 2 and "--plan needs --arm NAME" in result.output
+
+
+def test_help_and_refusal_agree_on_what_out_names(repo_copy: Path) -> None:
+    """--help says --out is the run directory itself; the folder the default runs live in is then
+    refused with the same words, naming --out (not reproduce's --run-dir)."""
+    help_text = " ".join(_generate("--help").output.split())
+    assert "The run directory itself" in help_text and "runs/adhoc/ (ad hoc)" in help_text
+    assert _generate(*DRY).exit_code == 0  # the default: a new run under runs/dry-run/adhoc/
+    parent = repo_copy / "runs" / "dry-run"
+    before = sorted(p.relative_to(parent) for p in parent.rglob("*"))
+    refused = _generate("--no-progress", "--max-new-tokens", "4", "--dry-run", "--out", "runs")
+    assert refused.exit_code == 2
+    assert "--out names the run directory itself" in refused.stderr and "--run-dir" not in refused.stderr
+    assert sorted(p.relative_to(parent) for p in parent.rglob("*")) == before

@@ -144,6 +144,7 @@ def test_require_sealed_refuses_a_superseded_plan(repo: Path) -> None:
 
 
 def test_coverage_catches_an_unsealed_plan(repo: Path) -> None:
+    ledger_path(repo).write_bytes(b"")  # an empty ledger (a missing one is an error of its own)
     Ledger.load(ledger_path(repo)).verify()  # the chain alone is fine (empty)
     with pytest.raises(VerificationError, match="seq 1: missing: prereg/smoke/plan.toml has no seal entry"):
         verify_ledger(ledger_path(repo))

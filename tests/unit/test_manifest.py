@@ -17,6 +17,7 @@ from capsule.artifacts.embedded_model import MODEL_RECORD, hash_model_files, tre
 from capsule.errors import BadInputError, VerificationError
 from capsule.machine.host import parse_cpuinfo
 from capsule.machine.manifest import (
+    SCHEMA_VERSION,
     build_manifest,
     load_manifest,
     manifest_digest,
@@ -35,7 +36,7 @@ def real_manifest() -> dict[str, Any]:
 
 def test_real_manifest_validates(real_manifest: dict[str, Any]) -> None:
     validate_manifest(real_manifest)
-    assert real_manifest["schema_version"] == 1
+    assert real_manifest["schema_version"] == SCHEMA_VERSION
     assert real_manifest["capture"]["source"] == "captured"
     assert isinstance(real_manifest["capture"]["elapsed_s"], float)
     json.dumps(real_manifest)  # plain JSON all the way down
@@ -199,7 +200,7 @@ def test_write_then_load_round_trip_and_digest(tmp_path: Path, real_manifest: di
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
-        (lambda m: m.update(schema_version=2), "schema_version"),
+        (lambda m: m.update(schema_version=3), "schema_version"),
         (lambda m: m.pop("schema_version"), "schema_version"),
         (lambda m: m.pop("gpus"), "gpus"),
         (lambda m: m["host"]["cpu"].pop("model"), "host.cpu.model"),

@@ -1,4 +1,4 @@
-"""check-numbers: marked regions re-rendered from their run, compared number by number."""
+"""check-numbers: marked regions re-rendered from their run, compared number by number and word for word."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from test_report_support import make_run
 from capsule.cli import cli
 from capsule.errors import BadInputError
 from capsule.report.document import load_run, render_block, write_report
-from capsule.report.numbers import check_files, facts, find_regions, update_file
+from capsule.report.numbers import Drift, WordDrift, check_files, facts, find_regions, update_file
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +77,32 @@ def test_drift_reports_line_found_and_expected(run: Path, tmp_path: Path) -> Non
     assert str(drifts[0]) == f"{drifted}:{number + 1} (block headline): found 12.34, expected {value}"
 
 
-def test_prose_may_change_but_a_missing_number_is_drift(run: Path, tmp_path: Path) -> None:
-    rendered = render_block("summary", load_run(run))
-    reworded = rendered.replace("Changing", "Flipping").replace("would reverse it", "reverses the verdict")
-    assert check_files([_readme(tmp_path, run, reworded + "\n", "summary")]).drifts == []
-    shortened = rendered.replace(" on the same metric", "").rsplit(" ", 3)[0]
+def test_a_changed_word_is_drift_but_reflowed_lines_are_not(run: Path, tmp_path: Path) -> None:
+    """The claims around the numbers are rendered too: a flipped word fails, naming the region and the
+    first words that differ; only line breaks and spacing may change."""
+    rendered = render_block("headline", load_run(run))
+    word, flipped = "contains", "excludes"
+    (drift,) = check_files([_readme(tmp_path, run, rendered.replace(word, flipped, 1) + "\n")]).drifts
+    assert isinstance(drift, WordDrift) and (drift.found, drift.expected) == (flipped, word)
+    assert str(drift).startswith(f"{tmp_path / 'README.md'}:{drift.line} (block headline): the text differs")
+    assert flipped in (tmp_path / "README.md").read_text().split("\n")[drift.line - 1]
+    reflowed = "\n".join("  ".join(line.split(" ")) for line in rendered.replace(". ", ".\n").split("\n"))
+    assert check_files([_readme(tmp_path, run, reflowed + "\n")]).drifts == []
+    (below,) = check_files([_readme(tmp_path, run, rendered.replace("above", "below") + "\n")]).drifts
+    assert (below.found, below.expected) == ("below", "above")
+    summary = render_block("summary", load_run(run))
+    shortened = summary.replace(" on the same metric", "").rsplit(" ", 3)[0]
     drifts = check_files([_readme(tmp_path, run, shortened + "\n", "summary")]).drifts
-    assert drifts and all(d.found is None for d in drifts)
+    assert drifts and all(isinstance(d, Drift) and d.found is None for d in drifts)  # facts reported first
+
+
+def test_check_numbers_command_names_the_first_differing_words(run: Path, tmp_path: Path) -> None:
+    rendered = render_block("summary", load_run(run))
+    path = _readme(tmp_path, run, rendered.replace("Changing", "Flipping", 1) + "\n", "summary")
+    result = CliRunner().invoke(cli, ["check-numbers", str(path)])
+    assert result.exit_code == 3
+    (line,) = [line for line in result.stdout.splitlines() if line]
+    assert "(block summary)" in line and "found 'Flipping', expected 'Changing'" in line
 
 
 def test_update_rewrites_only_regions_of_that_run(run: Path, tmp_path: Path) -> None:

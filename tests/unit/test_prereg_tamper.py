@@ -18,17 +18,19 @@ from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
 
-PLANS = ("smoke-v2", "smollm2-135m-v2", "agents-a1-4b-v2")  # the sealed, current plans
+PLANS = ("smoke-v2", "smollm2-135m-v3", "agents-a1-4b-v2")  # the sealed, current plans
 SMALL = 5000  # distinct sealed files up to this size get every byte flipped (and the ledger always)
 SAMPLED = 2000  # seeded positions flipped across the larger files
 
 
 @pytest.fixture(scope="module")
 def copy_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A temporary repo root holding a copy of the real prereg/ (plans, rationales, controls, ledger)."""
+    """A temporary repo root holding a copy of the real prereg/ (plans, rationales, controls, ledger) and
+    results/ (the bundled runs the ledger records, which `verify_ledger` requires to be present)."""
     repo = Path(__file__).resolve().parents[2]
     root = tmp_path_factory.mktemp("sealed")
     shutil.copytree(repo / "prereg", root / "prereg")
+    shutil.copytree(repo / "results", root / "results")
     return root
 
 
@@ -51,7 +53,9 @@ def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     first_bundle = next((e["seq"] for e in ledger.entries if e["kind"] == "bundle"), None)
     amended = superseded["seq"]
     assert first_bundle is None or first_bundle > amended  # the amendment precedes any result
-    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle"}
+    again = ledger.superseded_by("prereg/smollm2-135m-v2/plan.toml")
+    assert again is not None and again["path"] == "prereg/smollm2-135m-v3/plan.toml"
+    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers"}
 
 
 def test_copy_verifies_unmodified(copy_root: Path) -> None:
@@ -124,10 +128,11 @@ def test_deleted_moved_duplicated_lines_are_named(copy_root: Path) -> None:
     lines = ledger.read_bytes().splitlines(keepends=True)
     n = len(lines)
     for i in range(n):
-        trailing_bundle = i == n - 1 and json.loads(lines[i])["kind"] == "bundle"
-        if trailing_bundle:
-            # Known limit (prereg/README.md): without an outside copy of the head, a deleted trailing
-            # bundle entry leaves a valid chain; `capsule verify RUN` then fails for lack of the entry.
+        trailing_record = i == n - 1 and json.loads(lines[i])["kind"] in ("bundle", "signers")
+        if trailing_record:
+            # Known limit of the chain alone (prereg/README.md): a deleted trailing bundle or signers
+            # entry leaves a valid chain; the anchor catches it (test_ledger_anchor.py), and
+            # `capsule verify RUN` fails for lack of the entry.
             ledger.write_bytes(b"".join(lines[:i]))
             verify_ledger(ledger)
             ledger.write_bytes(b"".join(lines))
@@ -151,7 +156,7 @@ def test_cli_verify_exit_codes(copy_root: Path, monkeypatch: pytest.MonkeyPatch)
     runner = CliRunner()
     good = runner.invoke(cli, ["prereg", "verify"])
     assert good.exit_code == 0, good.output
-    assert "OK:" in good.output and "prereg/smollm2-135m-v2/plan.toml" in good.output
+    assert "OK:" in good.output and "prereg/smollm2-135m-v3/plan.toml" in good.output
     plan = copy_root / "prereg" / "smoke" / "plan.toml"
     original = plan.read_bytes()
     plan.write_bytes(original.replace(b"max_new_tokens = 48", b"max_new_tokens = 49", 1))

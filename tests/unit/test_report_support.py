@@ -1,5 +1,5 @@
 """A small run directory for the report, plot and check-numbers tests: analysis.json built by
-`capsule.analysis.derive.build_analysis` from the toy stand-ins, a minimal manifest and generation rows."""
+`capsule.analysis.derive.build_analysis` from the toy stand-ins, a manifest and generation rows."""
 
 from __future__ import annotations
 
@@ -16,7 +16,20 @@ from capsule.prereg.plan import Comparison, Control
 PROMPTS = toy_prompts(40)
 SCORE = make_scorer(PROMPTS)
 
-MANIFEST: dict[str, Any] = {
+EXAMPLE_MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "cpu-2core.json"
+
+
+def _overlay(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `top`'s values put in, table by table (a real manifest with the toy's facts)."""
+    merged = dict(base)
+    for key, value in top.items():
+        both = isinstance(value, dict) and isinstance(base.get(key), dict)
+        merged[key] = _overlay(base[key], value) if both else value
+    return merged
+
+
+#: A valid manifest (the report refuses any other) carrying the toy machine's facts the tests check.
+MANIFEST: dict[str, Any] = _overlay(json.loads(EXAMPLE_MANIFEST.read_text(encoding="utf-8")), {
     "capture": {"created_at": "2026-01-02T03:04:05Z"},
     "host": {
         "cpu": {"model": "Toy CPU", "logical_cores": 4, "usable_cores": 4},
@@ -32,7 +45,8 @@ MANIFEST: dict[str, Any] = {
         "source": {"requirement": "toy==1", "note": "quantized weights"},
         "tree_digest": "cd" * 32,
     },
-}
+})
+MANIFEST["model"]["source"] = {"requirement": "toy==1", "note": "quantized weights"}  # the toy's alone
 
 
 def toy_analysis(

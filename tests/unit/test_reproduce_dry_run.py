@@ -22,7 +22,15 @@ def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> 
     result = _run("--plan", "prereg/agents-a1-4b-v2", "--dry-run")
     assert result.exit_code == 0, result.output + result.stderr
     assert "DRY RUN" in result.stderr
+    last = result.stdout.splitlines()[-1]  # said plainly, after the verdicts
+    assert last.startswith("DRY RUN: the verdicts above are of fake data") and "not in the ledger" in last
+    assert "verify: capsule verify" not in result.stdout
     (run,) = (repo_copy / "runs" / "dry-run" / "agents-a1-4b").iterdir()
+    results_md = (run / "RESULTS.md").read_text()
+    first_block = results_md.split("\n\n")[1]  # the headline block opens with the warning
+    assert first_block.startswith("<!-- capsule:numbers run=. block=headline -->\n**DRY RUN: FAKE DATA.**")
+    assert "every verdict below is of fake data" in first_block
+    assert "not recorded in the ledger" in first_block
     analysis = json.loads((run / "analysis.json").read_text())
     plan_text = (repo_copy / "prereg" / "agents-a1-4b-v2" / "plan.toml").read_text()
     assert len(analysis["arms"]) == plan_text.count("[[arms]]")

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.evidence.signing import load_signing_key
+from capsule.evidence.signing import fingerprint_of, generate_keypair, load_signing_key
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
 from capsule.report import document as report_module
@@ -19,6 +19,11 @@ from capsule.report import document as report_module
 def signed_run(repo_copy: Path) -> Path:
     """A dry run of the smoke plan in a repository copy, signed with a bundle entry in its ledger."""
     assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
+    fingerprint = fingerprint_of(load_signing_key()[0].public_key)
+    trusted = CliRunner().invoke(
+        cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
+    )
+    assert trusted.exit_code == 0, trusted.output
     result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"])
     assert result.exit_code == 0, result.output + result.stderr
     (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
@@ -89,3 +94,22 @@ def test_unsigned_run_is_refused(signed_run: Path) -> None:
         (signed_run / name).unlink()
     result = _resign(signed_run)
     assert result.exit_code == 2 and "not signed" in (result.output + result.stderr)
+
+
+def test_resign_with_an_untrusted_key_is_refused(
+    signed_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resign` signs only with a key the plan trusts: another key is refused before anything is
+    written, naming the key."""
+    real = report_module.render_report
+    monkeypatch.setattr(report_module, "render_report", lambda *a, **k: real(*a, **k) + "\nchanged\n")
+    other = generate_keypair(tmp_path / "other")
+    before = {p: p.read_bytes() for p in signed_run.rglob("*") if p.is_file()}
+    result = CliRunner().invoke(
+        cli, ["report", str(signed_run), "--resign", "--key", str(other.private_path)]
+    )
+    assert result.exit_code == 3, result.output
+    assert other.fingerprint in result.stderr
+    assert "not trusted for plan prereg/smoke/plan.toml" in result.stderr
+    assert {p: p.read_bytes() for p in signed_run.rglob("*") if p.is_file()} == before
+    assert len(_bundle_entries(signed_run)) == 1

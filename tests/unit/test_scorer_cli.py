@@ -94,6 +94,21 @@ def test_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "overwrite" in result.output
 
 
+def test_out_is_the_option_name_and_output_a_hidden_deprecated_alias(tmp_path: Path) -> None:
+    generations = _write(tmp_path / "g.jsonl", [json.dumps(row) for row in GOOD])
+    assert "--out" in CliRunner().invoke(cli, ["score", "--help"]).output
+    assert "--output" not in CliRunner().invoke(cli, ["score", "--help"]).output
+    new = CliRunner().invoke(cli, ["score", str(generations), "--out", str(tmp_path / "new.jsonl")])
+    old = CliRunner().invoke(cli, ["score", str(generations), "--output", str(tmp_path / "old.jsonl")])
+    assert new.exit_code == 0 and old.exit_code == 0
+    assert "deprecated" in old.output and "use --out" in old.output
+    assert (tmp_path / "new.jsonl").read_bytes() == (tmp_path / "old.jsonl").read_bytes()
+    both = CliRunner().invoke(
+        cli, ["score", str(generations), "--out", str(tmp_path / "a"), "--output", str(tmp_path / "b")]
+    )
+    assert both.exit_code == 2 and "disagree" in both.output
+
+
 def test_api_validates_rows(prompts_path: Path) -> None:
     with pytest.raises(ScorerInputError, match="row 2: duplicate key 1000"):
         score([GOOD[0], GOOD[0]], prompts=prompts_path)

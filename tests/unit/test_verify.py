@@ -93,29 +93,36 @@ def test_wrong_key_fails(study: Study, tmp_path: Path) -> None:
         _verify(study, pubkey=other_public)
 
 
-def _resign_with_attacker_key(study: Study) -> None:
+def _resign_with_attacker_key(study: Study) -> str:
     (study.run_dir / "RESULTS.md").write_text("# Results\n\nprompt-level strict: 2/2\n")
-    make_bundle(study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
-                manifest_digest="0" * 64, ledger_head_at_start=study.head_at_start, key=generate_signer(),
-                ledger=None)
+    result = make_bundle(
+        study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
+        manifest_digest="0" * 64, ledger_head_at_start=study.head_at_start, key=generate_signer(),
+        ledger=None,
+    )
+    return result.fingerprint
 
 
 def test_resigned_with_another_key_fails_in_place(study: Study) -> None:
     """An attacker re-bundles edited results with their own key: the ledger's record of the envelope
-    no longer matches (the ledger itself re-hashes recorded files that are in place)."""
+    no longer matches (the ledger itself re-hashes recorded files that are in place), pinned or not."""
     _resign_with_attacker_key(study)
-    with pytest.raises(VerificationError, match="bundle.dsse.json"):
-        _verify(study)
+    for pubkey in (None, study.run_dir / PUBLIC_KEY):
+        with pytest.raises(VerificationError, match="bundle.dsse.json"):
+            _verify(study, pubkey=pubkey)
 
 
 def test_resigned_copy_elsewhere_fails_on_the_bundle_entry(study: Study, tmp_path: Path) -> None:
-    """The same forgery on a copy of the run (verified offline, away from its recorded path)."""
+    """The same forgery on a copy of the run (verified offline, away from its recorded path): refused
+    for its untrusted key; pinned (the trust check passed by), for the ledger's bundle entry."""
     copy = tmp_path / "downloaded" / "run-1"
     shutil.copytree(study.run_dir, copy)
     study.run_dir = copy
-    _resign_with_attacker_key(study)
-    with pytest.raises(VerificationError, match="bundle.dsse.json has sha256 .*; ledger has [0-9a-f]{64}"):
+    fingerprint = _resign_with_attacker_key(study)
+    with pytest.raises(VerificationError, match=f"signed by key {fingerprint}, which is not trusted"):
         _verify(study)
+    with pytest.raises(VerificationError, match="bundle.dsse.json has sha256 .*; ledger has [0-9a-f]{64}"):
+        _verify(study, pubkey=copy / PUBLIC_KEY)
 
 
 def test_copied_run_verifies_offline(study: Study, tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ build one need an `if __name__ == "__main__":` guard (vLLM starts its engine wit
 from __future__ import annotations
 
 import gc
+import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +41,11 @@ if TYPE_CHECKING:
 # not a load-time setting and arms differing only in seed share one engine (see `reuse_key`).
 # 0 is vLLM's own default; `describe()` records the seed the engine was built with.
 ENGINE_SEED = 0
+# vLLM logs its setup at INFO, on stdout, dozens of lines per engine (and again from its engine
+# process), which floods a `--no-progress` run. Unless the user set them, its warnings and errors
+# alone are kept, on stderr: `VLLM_LOGGING_LEVEL=INFO` brings the rest back. vLLM reads these when
+# it is imported (here, and in its engine process), so they are set before `import vllm`.
+QUIET_LOGGING = {"VLLM_LOGGING_LEVEL": "WARNING", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 _SCHEDULER_FIELDS = (
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -88,8 +95,15 @@ class VLLMBackend:
         self.batch_size = arm.batch_size
         self.dtype_name = arm.dtype
         self.stop_ids = stop_token_ids(model_dir)
-        self._env = ArmEnv(arm.env)  # read by the engine process when it starts; restored by close()
+        quiet = {key: value for key, value in QUIET_LOGGING.items() if key not in os.environ}
+        # read by the engine process when it starts; restored by close()
+        self._env = ArmEnv({**quiet, **arm.env})
         import vllm
+
+        # the in-process logger was configured when vllm was first imported, perhaps before this
+        level = logging.getLevelName(os.environ["VLLM_LOGGING_LEVEL"].upper())
+        if isinstance(level, int):
+            logging.getLogger("vllm").setLevel(level)
 
         kwargs: dict[str, Any] = {k: v for k, v in self.options.items() if v is not None}
         try:

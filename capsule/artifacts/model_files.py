@@ -1,0 +1,124 @@
+"""Which files of a model a plan pins, which the standard plan needs, and what their configs say.
+
+A plan pins every top-level file that can change outputs: weights (safetensors only: pickled
+weights run code when loaded), their index, configs, tokenizer files and the chat template;
+docs, images and other formats are left out. The same rule picks the files `capsule plan new`
+hashes in a local directory, the files it reads from the hub, and so the files `capsule fetch
+--plan` downloads. The standard plan also reads the model's dtype, context length and sampling
+defaults from config.json and generation_config.json.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capsule.artifacts.embedded_model import MODEL_RECORD
+from capsule.errors import BadInputError
+from capsule.hashing import sha256_file
+
+PINNED_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.txt")
+CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")  # read, not only hashed
+DTYPES = ("bfloat16", "float16", "float32")
+# Sampling when generation_config.json gives none: plain sampling at temperature 1 (no truncation).
+SAMPLING_FALLBACK: dict[str, float | int] = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+
+
+def pinned_names(names: Iterable[str]) -> list[str]:
+    """The top-level file names, of `names`, that a plan pins (sorted)."""
+    return sorted(
+        name
+        for name in names
+        if "/" not in name
+        and name != MODEL_RECORD
+        and any(fnmatch.fnmatchcase(name, pattern) for pattern in PINNED_PATTERNS)
+    )
+
+
+def _needs(names: set[str], chat_template_inline: bool) -> list[str]:
+    """What the standard plan needs that `names` lacks, each with why."""
+    lacking = []
+    if "config.json" not in names:
+        lacking.append("config.json (the model's architecture, dtype and context)")
+    if "tokenizer_config.json" not in names:
+        lacking.append("tokenizer_config.json (the tokenizer's settings)")
+    if not names & {"tokenizer.json", "tokenizer.model"} and not {"vocab.json", "merges.txt"} <= names:
+        lacking.append("tokenizer.json or tokenizer.model (the tokenizer)")
+    if not any(name.endswith(".safetensors") for name in names):
+        lacking.append("*.safetensors weights (pickled .bin weights are refused: loading them runs code)")
+    if "chat_template.jinja" not in names and not chat_template_inline:
+        lacking.append("a chat template (chat_template.jinja, or chat_template in tokenizer_config.json)")
+    return lacking
+
+
+def check_needed_files(names: Iterable[str], config_dir: Path, where: str) -> None:
+    """Refuse a model that lacks a file the standard plan needs (BadInputError naming each and the fix).
+    `config_dir` holds its small files (tokenizer_config.json is read for an inline chat template)."""
+    present = set(names)
+    inline = (
+        "chat_template" in _json(config_dir / "tokenizer_config.json")
+        if "tokenizer_config.json" in present
+        else False
+    )
+    lacking = _needs(present, inline)
+    if lacking:
+        raise BadInputError(
+            f"{where}: missing {'; '.join(lacking)}; give the model's complete directory "
+            "(as downloaded from its hub repository)"
+        )
+
+
+def hash_pinned_files(directory: Path) -> dict[str, str]:
+    """sha256 of every file of a local model directory that a plan pins, by name."""
+    names = pinned_names(path.name for path in directory.iterdir() if path.is_file())
+    return {name: sha256_file(directory / name) for name in names}
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise BadInputError(f"{path}: not valid JSON ({error})") from error
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What the standard plan reads from a model's configs."""
+
+    dtype: str | None  # bfloat16 | float16 | float32, or None when config.json does not say
+    context: int | None  # max_position_embeddings
+    sampling: dict[str, float | int]  # temperature, top_p, top_k, repetition_penalty
+
+
+def read_model_config(config_dir: Path) -> ModelConfig:
+    """The dtype, context length and sampling defaults of the model whose configs are in `config_dir`
+    (a multimodal config's `text_config` is read where the top level does not say)."""
+    config = _json(config_dir / "config.json")
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else {}
+    dtype = next((v for c in (config, text) for k in ("dtype", "torch_dtype") if (v := c.get(k))), None)
+    context = next(
+        (c["max_position_embeddings"] for c in (config, text) if "max_position_embeddings" in c), None
+    )
+    generation = _json(config_dir / "generation_config.json")
+    sampling: dict[str, float | int] = dict(SAMPLING_FALLBACK)
+    if isinstance(generation.get("temperature"), int | float) and generation["temperature"] > 0:
+        sampling["temperature"] = float(generation["temperature"])
+    if isinstance(generation.get("top_p"), int | float) and 0 < generation["top_p"] <= 1:
+        sampling["top_p"] = float(generation["top_p"])
+    if isinstance(generation.get("top_k"), int) and generation["top_k"] >= 0:
+        sampling["top_k"] = int(generation["top_k"])
+    if isinstance(generation.get("repetition_penalty"), int | float) and generation["repetition_penalty"] > 0:
+        sampling["repetition_penalty"] = float(generation["repetition_penalty"])
+    return ModelConfig(
+        dtype=dtype if dtype in DTYPES else None,
+        context=context if isinstance(context, int) and context > 0 else None,
+        sampling=sampling,
+    )

@@ -1,0 +1,36 @@
+"""Fault injection for crash tests: kill this process at a named point of the signing steps.
+
+`CAPSULE_KILL_AT=<point>` (read here and nowhere else) makes `crash_point(<point>)` send this process
+SIGKILL, the one signal nothing can clean up after, so a test can check that the step after it is
+restartable. Unset (always, outside tests), `crash_point` does nothing. The points, in order:
+
+    before-report        analysis.json written, RESULTS.md and plots not yet
+    before-bundle        the report written, bundle.json not yet
+    before-public-key    bundle.json written
+    before-envelope      bundle.pub.pem written, bundle.dsse.json not yet
+    before-ledger        the envelope written, the ledger's `bundle` entry not yet appended
+    after-ledger         the entry appended (the run is finished)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+KILL_AT_ENV = "CAPSULE_KILL_AT"
+SIGNING_POINTS: tuple[str, ...] = (
+    "before-report",
+    "before-bundle",
+    "before-public-key",
+    "before-envelope",
+    "before-ledger",
+    "after-ledger",
+)
+
+
+def crash_point(point: str) -> None:
+    """SIGKILL this process here if `$CAPSULE_KILL_AT` names `point` (a test's injected crash)."""
+    if point not in SIGNING_POINTS:
+        raise ValueError(f"unknown crash point {point!r}")  # a typo in the code, never user input
+    if os.environ.get(KILL_AT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)

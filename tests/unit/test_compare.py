@@ -1,0 +1,135 @@
+"""`capsule compare`: identical runs, runs that differ, and every refusal (exit 2 or 3, one line)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from run_pair import copy_run, dry_run, edit_row, new_root, sign
+
+from capsule.cli import cli
+from capsule.hashing import sha256_file
+
+ARM = "hf-bf16-b4"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A repository root whose ledger records one dry run of the smoke plan (a local run), and a
+    second dry run made in another root (another machine's run, not in this ledger)."""
+    root = new_root(tmp_path_factory.mktemp("repo"))
+    run = dry_run(root)
+    sign(run, root / "prereg" / "ledger.jsonl")
+    return root, run, dry_run(new_root(tmp_path_factory.mktemp("elsewhere")))
+
+
+@pytest.fixture
+def pair(made: tuple[Path, Path, Path], tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(ledger, run A: the recorded run, run B: a copy of the other machine's run), fresh per test."""
+    root, run, other = made
+    ledger = tmp_path / "prereg" / "ledger.jsonl"
+    ledger.parent.mkdir()
+    shutil.copy(root / "prereg" / "ledger.jsonl", ledger)
+    return ledger, run, copy_run(other, tmp_path / "other")
+
+
+def _compare(ledger: Path, a: Path, b: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["compare", str(a), str(b), "--ledger", str(ledger), *extra])
+
+
+def test_identical_runs_report_every_arm_identical(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    result = _compare(ledger, a, b, "--json")
+    assert result.exit_code == 0, result.output + result.stderr
+    report = json.loads(result.stdout)
+    arms = report["arms"]
+    assert len(arms) == 10 and all(arm["identity"]["identical_response"] == 8 for arm in arms)
+    assert all(arm["pass_fail_changed"] == 0 for arm in arms)
+    assert all(m["b"] == m["c"] == 0 and m["p_value"] == 1.0 for arm in arms for m in arm["metrics"].values())
+    assert report["claim"]["agree"] and all(c["agree"] for c in report["comparisons"].values())
+    assert report["runs"]["A"]["in_ledger"] and not report["runs"]["B"]["in_ledger"]
+    markdown = _compare(ledger, a, b)
+    assert markdown.exit_code == 0 and "10 of 10 arms byte-identical" in markdown.stdout
+    assert "None: the manifests agree" in markdown.stdout
+
+
+def test_runs_that_differ_show_identity_divergence_flips_and_causes(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["host"]["cpu"]["flags"] = ["avx2", "fma"]  # as if B ran on an AVX2-only CPU
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    edit_row(b, ARM)  # B re-signed; not in this ledger: signature and digests only
+    result = _compare(ledger, a, b, "--json")
+    assert result.exit_code == 0, result.output + result.stderr
+    report = json.loads(result.stdout)
+    by_arm = {arm["arm"]: arm for arm in report["arms"]}
+    changed = by_arm[ARM]
+    assert changed["identity"]["identical_response"] == 7 and changed["identity"]["n_common"] == 8
+    assert changed["identity"]["first_divergence"]["n"] == 1
+    assert changed["identity"]["first_divergence"]["min"] == 4  # the edit starts at character 4
+    assert changed["pass_fail_changed"] == 1
+    strict = changed["metrics"]["prompt_level_strict_acc"]
+    assert strict["b"] + strict["c"] == 1 and strict["p_value"] == 1.0 and strict["n_pairs"] == 8
+    assert abs(strict["difference"]["value_pct"]) == 12.5  # one prompt of 8
+    assert all(arm["identity"]["identical_response"] == 8 for name, arm in by_arm.items() if name != ARM)
+    assert not report["runs"]["B"]["in_ledger"]
+    assert "signature and digests only" in report["runs"]["B"]["verified"]
+    assert [c["path"] for c in report["candidate_causes"]] == ["host.cpu.flags"]
+    markdown = _compare(ledger, a, b).stdout
+    assert f"| `{ARM}` | 7/8 |" in markdown and "`host.cpu.flags`" in markdown and "9 of 10 arms" in markdown
+
+
+def _error_line(result) -> str:  # type: ignore[no-untyped-def]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]
+
+
+def test_a_tampered_run_fails_verification_with_exit_3(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    rows = b / "generations" / f"{ARM}.jsonl"
+    rows.write_bytes(rows.read_bytes().replace(b'"raw": "', b'"raw": "X', 1))
+    result = _compare(ledger, a, b)
+    assert result.exit_code == 3 and "in the bundle" in _error_line(result)
+
+
+def test_a_recorded_run_whose_envelope_differs_from_the_ledger_fails_with_exit_3(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    ledger, a, _ = pair
+    b = copy_run(a, ledger.parent.parent / "copy")
+    sign(b, None)  # validly signed by another key, but this ledger records the first envelope
+    result = _compare(ledger, a, b)
+    assert result.exit_code == 3 and "ledger" in _error_line(result)
+
+
+def test_an_incomplete_run_is_refused_with_exit_2(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    (b / "bundle.dsse.json").unlink()
+    result = _compare(ledger, a, b)
+    assert result.exit_code == 2 and "incomplete" in _error_line(result)
+
+
+def test_a_run_with_a_partial_arm_is_refused_with_exit_2(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    meta_path = b / "generations" / f"{ARM}.meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["status"] = "partial"
+    meta_path.write_text(json.dumps(meta))
+    result = _compare(ledger, a, b)
+    assert result.exit_code == 2 and "partial" in _error_line(result)
+
+
+def test_runs_of_different_plans_are_refused_with_exit_2(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    plan = b / "plan.toml"
+    plan.write_text(plan.read_text() + "# another plan\n")
+    bundle = json.loads((b / "bundle.json").read_text())
+    bundle["plan"]["sha256"] = sha256_file(plan)
+    (b / "bundle.json").write_text(json.dumps(bundle))
+    sign(b, None)  # a consistent, validly signed run of other plan bytes
+    result = _compare(ledger, a, b)
+    assert result.exit_code == 2 and "different plans" in _error_line(result)

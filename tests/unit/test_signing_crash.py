@@ -1,0 +1,74 @@
+"""Signing survives a SIGKILL: a `capsule reproduce` killed at each signing step (`capsule.faults`),
+then run again, finishes the same run directory with exactly one ledger entry, and it verifies."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fake_plan import PLAN_DIR, PLAN_NAME, capsule_process, write_and_seal_fake_plan
+
+from capsule.cli import cli
+from capsule.faults import KILL_AT_ENV, SIGNING_POINTS
+from capsule.prereg.ledger import Ledger
+
+REPRODUCE = ["reproduce", "--no-progress", "--plan", str(PLAN_DIR)]
+
+
+def _bundle_entries(run_id: str) -> list[dict[str, object]]:
+    entries = Ledger.load(Path("prereg/ledger.jsonl")).entries
+    return [e for e in entries if e["kind"] == "bundle" and e.get("run_id") == run_id]
+
+
+def _killed_at(point: str, root: Path) -> Path:
+    """Seal the fake plan, run reproduce in a child killed at `point`; return the run directory."""
+    assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
+    write_and_seal_fake_plan(root)
+    child = capsule_process(REPRODUCE, root, {KILL_AT_ENV: point})
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == -signal.SIGKILL, stderr
+    (run,) = (root / "results" / PLAN_NAME).iterdir()
+    return run
+
+
+def _check_finished(run: Path) -> None:
+    """One run directory, one bundle entry for it, whole rows, and `capsule verify` passes."""
+    assert [p.name for p in run.parent.iterdir()] == [run.name]
+    assert len(_bundle_entries(run.name)) == 1
+    rows = [json.loads(line) for line in (run / "generations" / "fake-a.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and len({r["key"] for r in rows}) == 8
+    assert "**FAKE DATA:** 1 of 1 arms (fake-a) ran on the fake backend" in (run / "RESULTS.md").read_text()
+    verified = CliRunner().invoke(cli, ["verify", str(run)])
+    assert verified.exit_code == 0, verified.output + verified.stderr
+
+
+def _rerun_finishes(run: Path, root: Path) -> str:
+    """The same command again, in a fresh process as a user would run it; returns its stderr."""
+    child = capsule_process(REPRODUCE, root)
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == 0, stderr
+    assert f"resuming run {run.name}" in stderr
+    _check_finished(run)
+    return stderr
+
+
+def test_kill_between_envelope_and_ledger_entry_is_finished_by_a_rerun(repo_copy: Path) -> None:
+    """The case that stranded runs: bundle.json and bundle.dsse.json written, no ledger entry."""
+    run = _killed_at("before-ledger", repo_copy)
+    assert (run / "bundle.dsse.json").exists() and not _bundle_entries(run.name)
+    assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 3  # not finished yet: says so
+    assert "signed again" in _rerun_finishes(run, repo_copy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", [p for p in SIGNING_POINTS if p != "before-ledger"])
+def test_kill_at_each_signing_step_then_rerun(point: str, repo_copy: Path) -> None:
+    run = _killed_at(point, repo_copy)
+    if point == "after-ledger":  # the entry is appended: the run is already finished
+        _check_finished(run)
+        return
+    assert not _bundle_entries(run.name)
+    _rerun_finishes(run, repo_copy)
