@@ -15,6 +15,8 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
     scores/stability/<c>.jsonl   unseeded scorer runs of a scorer_stability control
+    servers/<arm>.command.json   a launched OpenAI-compatible server: command line, version, port
+    servers/<arm>.log            its output; servers/<arm>.pid.json while it runs (pid, process group)
     analysis.json                the sealed rules applied (analysis.schema)
     RESULTS.md, plots/<n>.png    the report
     bundle.json, bundle.dsse.json  the digest of every file above and its signature
@@ -48,6 +50,10 @@ PLOTS = "plots"
 BUNDLE = "bundle.json"
 ENVELOPE = "bundle.dsse.json"
 PUBLIC_KEY = "bundle.pub.pem"
+SERVERS = "servers"
+SERVER_COMMAND_SUFFIX = ".command.json"
+SERVER_LOG_SUFFIX = ".log"
+SERVER_PID_SUFFIX = ".pid.json"
 ROWS_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
 
@@ -134,6 +140,28 @@ class RunDir:
     def stability(self, control: str) -> Path:
         """The stored unseeded scorer runs of a scorer_stability control."""
         return self.path / SCORES / STABILITY / f"{safe_name(control, 'control name')}{ROWS_SUFFIX}"
+
+    @property
+    def servers_dir(self) -> Path:
+        """The folder of the servers the `server` backend launched for this run."""
+        return self.path / SERVERS
+
+    def server_command(self, name: str) -> Path:
+        """A launched server's command line, version and port (never its API key)."""
+        return self.servers_dir / f"{name}{SERVER_COMMAND_SUFFIX}"
+
+    def server_log(self, name: str) -> Path:
+        """A launched server's stdout and stderr."""
+        return self.servers_dir / f"{name}{SERVER_LOG_SUFFIX}"
+
+    def server_pid(self, name: str) -> Path:
+        """A running server's pid and process group; removed when it is stopped, so one left behind
+        names a server whose capsule was killed (the next run stops it)."""
+        return self.servers_dir / f"{name}{SERVER_PID_SUFFIX}"
+
+    def server_pid_files(self) -> list[Path]:
+        """Every pid record left in the run (servers that may still be running)."""
+        return sorted(self.servers_dir.glob(f"*{SERVER_PID_SUFFIX}")) if self.servers_dir.is_dir() else []
 
     @property
     def analysis(self) -> Path:

@@ -21,8 +21,10 @@ from pathlib import Path
 import click
 
 from capsule.atomic import write_bytes_atomic
+from capsule.commands.endpoint_option import endpoint_options
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import ArmResult, generate_arm
+from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer
 from capsule.generation.targets import DEFAULT_FIRST, Target, adhoc_target, sealed_target
 from capsule.hashing import sha256_file
@@ -50,7 +52,10 @@ def _keep_adhoc_record(run: RunDir, target: Target) -> None:
         )
 
 
-def generate_target(target: Target, out_dir: Path | None, progress: bool) -> ArmResult:
+def generate_target(
+    target: Target, out_dir: Path | None, progress: bool, endpoint: str | None = None,
+    key_env: str = ENDPOINT_KEY_ENV,
+) -> ArmResult:
     """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm,
     holding the run directory's lock throughout."""
     sealed_run = target.adhoc is None and target.model_dir is not None  # a dry run is never recorded
@@ -65,10 +70,12 @@ def generate_target(target: Target, out_dir: Path | None, progress: bool) -> Arm
             finished=recorded_in(Ledger.load()) if sealed_run else signed,
             option="--out",
         )
-        return _generate_in(run, target, progress)
+        return _generate_in(run, target, progress, endpoint, key_env)
 
 
-def _generate_in(run: OpenRun, target: Target, progress: bool) -> ArmResult:
+def _generate_in(
+    run: OpenRun, target: Target, progress: bool, endpoint: str | None, key_env: str
+) -> ArmResult:
     """generate_target's work once the run directory is open and locked."""
     click.echo(f"{'resuming' if run.resumed else 'new'} run {run.run_id} in {run.path}", err=True)
     _keep_adhoc_record(run.dir, target)
@@ -87,6 +94,8 @@ def _generate_in(run: OpenRun, target: Target, progress: bool) -> ArmResult:
         progress=progress,
         tokenizer=FakeChatTokenizer(supports_thinking=True) if target.model_dir is None else None,
         loader=target.loader,
+        endpoint=endpoint,
+        key_env=key_env,
     )
 
 
@@ -151,6 +160,7 @@ def _refuse_adhoc_options(ctx: click.Context) -> None:
     help="Fake backend and tokenizer, no model: into runs/dry-run/<plan or adhoc>/ (or <out>/dry-run).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@endpoint_options
 def generate(
     plan_path: Path | None,
     arm_name: str | None,
@@ -167,6 +177,8 @@ def generate(
     name: str,
     dry_run: bool,
     no_progress: bool,
+    endpoint: str | None,
+    endpoint_key_env: str,
 ) -> None:
     """Generate one arm into a run directory: `--plan P --arm A`, or ad hoc (greedy) from the options."""
     if plan_path is not None:
@@ -178,7 +190,8 @@ def generate(
         options = AdhocOptions(name, backend, dtype, batch_size, batch_order, seed, max_new_tokens)
         target = adhoc_target(options, keys_text, first, model_dir, dry_run)
     explicit = out_dir / "dry-run" if out_dir is not None and dry_run else out_dir
-    result = generate_target(target, explicit, progress=not no_progress)
+    result = generate_target(target, explicit, progress=not no_progress, endpoint=endpoint,
+                             key_env=endpoint_key_env)  # fmt: skip
     state = "complete" if result.complete else f"partial ({result.reason})"
     click.echo(
         f"{result.rows_path}: {result.n_rows}/{result.n_keys} rows, {result.new_rows} new, "

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.endpoint_option import endpoint_options
 from capsule.pipeline.reproduce import ReproduceOptions
 from capsule.pipeline.reproduce import reproduce as run_plan
 from capsule.report.document import headline_line
@@ -67,6 +68,7 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
     help="Ed25519 private key to sign with (default: $CAPSULE_SIGNING_KEY, then the user key).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
+@endpoint_options
 def reproduce(
     plan_path: Path,
     ledger_path: Path,
@@ -78,6 +80,8 @@ def reproduce(
     prompts_path: Path | None,
     signing_key: Path | None,
     no_progress: bool,
+    endpoint: str | None,
+    endpoint_key_env: str,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
     if results_root is None:
@@ -93,6 +97,8 @@ def reproduce(
         prompts_path=prompts_path,
         signing_key=signing_key,
         progress=not no_progress,
+        endpoint=endpoint,
+        endpoint_key_env=endpoint_key_env,
     )
     if dry_run:
         click.echo(

@@ -18,7 +18,14 @@ from typing import Any
 
 from capsule.artifacts.prompts import seeded_subsample
 from capsule.errors import BadInputError
-from capsule.generation.backends import Backend, check_backend, check_reusable, load_backend
+from capsule.generation.backends import (
+    ENDPOINT_KEY_ENV,
+    Backend,
+    BackendContext,
+    check_backend,
+    check_reusable,
+    load_backend,
+)
 from capsule.generation.batching import execution_order, form_batches
 from capsule.generation.chat import ChatTokenizer, load_chat_tokenizer
 from capsule.generation.dispatch import WallClock, dispatch, within_max_prompts
@@ -44,6 +51,8 @@ class ArmJob:
     manifest_digest: str  # the machine fingerprint this segment ran on
     progress: bool = True
     loader: str | None = None  # the plan's [model] loader; None: an ad-hoc arm (config.json decides)
+    endpoint: str | None = None  # server backend: an endpoint the user gave (else one is launched)
+    key_env: str = ENDPOINT_KEY_ENV  # server backend: the variable holding the endpoint's key
 
 
 @dataclass(frozen=True)
@@ -90,15 +99,19 @@ def generate_arm(
     progress: bool = True,
     tokenizer: ChatTokenizer | None = None,
     loader: str | None = None,
+    endpoint: str | None = None,
+    key_env: str = ENDPOINT_KEY_ENV,
 ) -> ArmResult:
     """Generate (or resume) one arm into `out_dir/generations/<arm>.jsonl` + `.meta.json`.
 
     `backend` may be a loaded instance shared with other arms (see `capsule.generation.backends.reuse_key`);
     otherwise one is loaded after all validation, with the plan's [model] `loader` (None: no plan),
-    and closed at the end. `tokenizer` defaults to the model directory's chat template.
+    and closed at the end. `tokenizer` defaults to the model directory's chat template. `endpoint`
+    and `key_env` reach a server backend loaded here (`BackendContext`).
     """
     job = ArmJob(
-        arm, prompts, tuple(keys), model_dir, RunDir(out_dir), plan_hash, manifest_digest, progress, loader
+        arm, prompts, tuple(keys), model_dir, RunDir(out_dir), plan_hash, manifest_digest, progress, loader,
+        endpoint, key_env,
     )
     return run_arm_job(job, backend=backend, tokenizer=tokenizer)
 
@@ -119,6 +132,15 @@ def run_arm_job(
     store = ArmStore(job.run, arm.name)
     store.check_writable()
     return _ArmRun(job, store, tokenizer or load_chat_tokenizer(job.model_dir)).run(backend)
+
+
+def _described(backend: Backend, before: dict[str, Any]) -> dict[str, Any]:
+    """The backend's description after generating (what it learned meanwhile, e.g. the server
+    backend's determinism probe); the one taken before if it cannot describe itself now."""
+    try:
+        return backend.describe()
+    except Exception:  # noqa: BLE001 - a dead engine may not describe itself; keep what it said before
+        return before
 
 
 class _ArmRun:
@@ -175,9 +197,16 @@ class _ArmRun:
         try:
             with writer.interrupts.installed():
                 if todo:
-                    backend = backend or load_backend(arm.backend, self.job.model_dir, arm, self.job.loader)
+                    context = BackendContext(self.job.run, self.job.endpoint, self.job.key_env)
+                    backend = backend or load_backend(
+                        arm.backend, self.job.model_dir, arm, self.job.loader, context
+                    )
                     description = backend.describe()
-                    reason = dispatch(arm, backend, todo, self.inputs, writer.write, wall)
+                    texts = {k: self.job.prompts[k].prompt for k in self.job.keys}
+                    try:
+                        reason = dispatch(arm, backend, todo, self.inputs, writer.write, wall, texts)
+                    finally:
+                        description = _described(backend, description)
         except KeyboardInterrupt as interrupt:
             reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
             raise

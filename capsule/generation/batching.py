@@ -10,7 +10,7 @@ of (keys, prompt lengths, arm settings), so a resumed arm re-forms exactly the s
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from capsule.errors import BadInputError
@@ -75,3 +75,10 @@ def derive_seed(purpose: str, *values: int) -> int:
 def request_seed(arm_seed: int, key: int) -> int:
     """The per-request sampling seed: a function of (arm seed, prompt key) only, never of neighbours."""
     return derive_seed("request", arm_seed, key)
+
+
+def arm_request_seed(arm_seed: int, key: int, options: Mapping[str, object]) -> int:
+    """The seed a request of an arm is generated with: `request_seed`, or, where the arm's backend
+    options say `request_seeds = "arm"` (the server backend, for protocols that send one seed with
+    every request), the arm seed itself. Dispatch and the row both read it here."""
+    return arm_seed if options.get("request_seeds") == "arm" else request_seed(arm_seed, key)

@@ -4,7 +4,8 @@ Two shapes, after `Backend.scope`: "batch" (hf) takes one formed batch per call 
 checked between batches; "arm" (vLLM) takes every remaining request at once, and a batch is written
 as soon as all its requests have finished. The caps: `max_prompts` counts whole batches in
 execution order, as an uncapped run would meet them; `max_wall_minutes` counts every segment of
-the arm, and stops after the batch in flight (vLLM: the unfinished requests are aborted).
+the arm, and stops after the batch in flight (vLLM: the unfinished requests are aborted; server:
+the unsent ones are dropped).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from capsule.generation.backends import Backend, Completion, Request
-from capsule.generation.batching import Batch, request_seed
+from capsule.generation.batching import Batch, arm_request_seed
 from capsule.prereg.plan import Arm
 
 WriteBatch = Callable[[Batch, list[Completion], list[float]], None]
@@ -47,12 +48,13 @@ class WallClock:
 
 def dispatch(
     arm: Arm, backend: Backend, todo: list[Batch], inputs: Mapping[int, list[int]], write: WriteBatch,
-    wall: WallClock,
+    wall: WallClock, texts: Mapping[int, str] | None = None,
 ) -> str:
-    """Generate `todo` on `backend` after its scope; return why it stopped early ("" = it did not)."""
+    """Generate `todo` on `backend` after its scope; return why it stopped early ("" = it did not).
+    `texts` (key -> prompt text) reaches backends that render the template themselves (server chat)."""
     if backend.scope == "batch":
         return _run_batches(arm, backend, todo, inputs, write, wall)
-    return _WholeArm(arm, todo, write, wall).run(backend, inputs)
+    return _WholeArm(arm, todo, write, wall).run(backend, inputs, texts or {})
 
 
 def _run_batches(
@@ -64,7 +66,7 @@ def _run_batches(
         if wall.exceeded():
             return wall.reason
         requests = [Request(k, tuple(inputs[k])) for k in batch.keys]
-        seeds = [request_seed(arm.seed, k) for k in batch.keys]
+        seeds = [arm_request_seed(arm.seed, k, arm.backend_options) for k in batch.keys]
         start = time.monotonic()
         completions = backend.generate(requests, arm.decoding, arm.max_new_tokens, seeds)
         write(batch, completions, [time.monotonic() - start] * len(completions))
@@ -85,10 +87,10 @@ class _WholeArm:
         self.waiting: dict[int, dict[int, tuple[Completion, float]]] = {b.index: {} for b in todo}
         self.start = time.monotonic()
 
-    def run(self, backend: Backend, inputs: Mapping[int, list[int]]) -> str:
+    def run(self, backend: Backend, inputs: Mapping[int, list[int]], texts: Mapping[int, str]) -> str:
         """Submit every request in execution order; return the cap that stopped it, or ""."""
-        requests = [Request(k, tuple(inputs[k])) for _, k in self.order]
-        seeds = [request_seed(self.arm.seed, k) for _, k in self.order]
+        requests = [Request(k, tuple(inputs[k]), texts.get(k, "")) for _, k in self.order]
+        seeds = [arm_request_seed(self.arm.seed, k, self.arm.backend_options) for _, k in self.order]
         self.start = time.monotonic()
         try:
             arm = self.arm

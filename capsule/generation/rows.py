@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from capsule.generation.backends import Completion
-from capsule.generation.batching import Batch, request_seed
+from capsule.generation.batching import Batch, arm_request_seed
 from capsule.generation.chat import ChatTokenizer, extract_answer
 from capsule.generation.store import ArmStore
 from capsule.hashing import sha256_bytes, sha256_ids
@@ -82,25 +82,26 @@ def batch_rows(
     for key, completion, seconds in zip(batch.keys, completions, elapsed, strict=True):
         raw = tokenizer.decode(list(completion.token_ids))
         response, closed = extract_answer(raw, arm.thinking, arm.unclosed)
-        rows.append(
-            {
-                "key": key,
-                "arm": arm.name,
-                "prompt_sha256": sha256_bytes(prompts[key].prompt.encode("utf-8")),
-                "input_ids_sha256": sha256_ids(inputs[key]),
-                "n_prompt_tokens": len(inputs[key]),
-                "raw": raw,
-                "response": response,
-                "thinking_closed": closed,
-                "n_output_tokens": len(completion.token_ids),
-                "finish_reason": completion.finish_reason,
-                "batch_index": batch.index,
-                "batch_keys_sha256": batch.keys_sha256,
-                "batch_size": arm.batch_size,
-                "seed": request_seed(arm.seed, key),
-                "elapsed_s": round(seconds, 3),
-            }
-        )
+        row: dict[str, Any] = {
+            "key": key,
+            "arm": arm.name,
+            "prompt_sha256": sha256_bytes(prompts[key].prompt.encode("utf-8")),
+            "input_ids_sha256": sha256_ids(inputs[key]),
+            "n_prompt_tokens": len(inputs[key]),
+            "raw": raw,
+            "response": response,
+            "thinking_closed": closed,
+            "n_output_tokens": len(completion.token_ids),
+            "finish_reason": completion.finish_reason,
+            "batch_index": batch.index,
+            "batch_keys_sha256": batch.keys_sha256,
+            "batch_size": arm.batch_size,
+            "seed": arm_request_seed(arm.seed, key, arm.backend_options),
+            "elapsed_s": round(seconds, 3),
+        }
+        if completion.request is not None:  # per-request observations (server backend); absent otherwise
+            row["request"] = dict(completion.request)
+        rows.append(row)
     return rows
 
 

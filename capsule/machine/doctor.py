@@ -185,7 +185,7 @@ def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str)
 
 def _check_software(report: Report, plan: Plan, host: HostFacts) -> None:
     backends = {arm.backend for arm in plan.arms}
-    if "vllm" in backends:
+    if backends & {"vllm", "server"}:  # a server arm launches a vLLM server unless given --endpoint
         if host.vllm:
             report.add(STATUS_OK, "vllm", f"{host.vllm} importable")
         else:

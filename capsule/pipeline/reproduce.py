@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from capsule.artifacts.model_store import resolve_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import VerificationError
+from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.pipeline.opening import (
     OpenRun,
@@ -53,6 +54,8 @@ class ReproduceOptions:
     prompts_path: Path | None = None
     signing_key: Path | None = None
     progress: bool = True
+    endpoint: str | None = None  # server arms: this OpenAI-compatible endpoint instead of a launched one
+    endpoint_key_env: str = ENDPOINT_KEY_ENV  # the variable holding its API key (never written)
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,10 @@ def _run_opened(
     copy_plan(run, sealed.data, seal)
     digest = start_manifest(run, model_dir, prompts_path, say)
     inputs = GenerateInputs(prompts, model_dir, seal["sha256"], digest)
-    generate_all(plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say)
+    generate_all(
+        plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,
+        endpoint=options.endpoint, key_env=options.endpoint_key_env,
+    )
     say("scoring and analysing")
     analysis = analyse(run.dir, plan, prompts, None if options.dry_run else model_tokenizer(model_dir))
     say(key_line)

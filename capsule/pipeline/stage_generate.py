@@ -14,7 +14,7 @@ from typing import Any
 
 from capsule.errors import BadInputError
 from capsule.generation.arm_runner import generate_arm, subset_keys
-from capsule.generation.backends import load_backend, reuse_key
+from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, load_backend, reuse_key
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.jsonio import read_json_object
 from capsule.pipeline.opening import OpenRun, Say
@@ -53,9 +53,12 @@ def _model_path(model_dir: Path | None) -> Path:
 
 
 def generate_all(
-    plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say
+    plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say,
+    endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV,
 ) -> None:
-    """Generate every arm in plan order, reusing one loaded backend across arms that allow it."""
+    """Generate every arm in plan order, reusing one loaded backend across arms that allow it.
+    `endpoint` / `key_env`: server arms use that endpoint instead of launching a server."""
+    context = BackendContext(run.dir, endpoint, key_env)
     arms = [
         dry_run_arm(arm) if dry_run else arm for arm in plan.arms
     ]
@@ -73,7 +76,8 @@ def generate_all(
                     loaded = None
                 if not arm_done(run.dir, arm.name):
                     say(f"loading backend {arm.backend} for arm {arm.name}")
-                    loaded = (key, load_backend(arm.backend, _model_path(model_dir), arm, plan.model.loader))
+                    model = _model_path(model_dir)
+                    loaded = (key, load_backend(arm.backend, model, arm, plan.model.loader, context))
             result = generate_arm(
                 arm,
                 prompts=inputs.prompts,
@@ -86,6 +90,8 @@ def generate_all(
                 progress=progress,
                 tokenizer=tokenizer,
                 loader=plan.model.loader,
+                endpoint=endpoint,
+                key_env=key_env,
             )
             state = "complete" if result.complete else f"partial ({result.reason})"
             say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")

@@ -38,6 +38,8 @@ GREEDY_DECODING: dict[str, object] = {"mode": "greedy", **GREEDY_NEUTRAL}
 # every core of a small CPU machine (the thread count is recorded in the manifest).
 ADHOC_BACKEND_SETTINGS: dict[str, tuple[dict[str, object], dict[str, str]]] = {
     "vllm": ({"enforce_eager": True}, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}),
+    # a launched server as the vllm arm's engine, and client threads at twice its max_num_seqs
+    "server": ({"enforce_eager": True, "concurrency": 16}, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}),
 }
 
 

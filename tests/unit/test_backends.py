@@ -24,7 +24,7 @@ def make_arm(**changes: object) -> Arm:
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
-    with pytest.raises(BadInputError, match="fake, hf, vllm"):
+    with pytest.raises(BadInputError, match="fake, hf, server, vllm"):
         check_backend("tgi")
 
 

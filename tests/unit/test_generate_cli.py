@@ -71,7 +71,7 @@ def test_adhoc_options_are_checked_by_the_plan_loader_before_anything_is_written
     out = tmp_path / "u"
     unknown = _generate("--backend", "tgi", "--out", str(out), "--first", "2")
     assert unknown.exit_code == 2
-    assert "'backend' is 'tgi'; expected one of: hf, vllm, fake" in unknown.output
+    assert "'backend' is 'tgi'; expected one of: hf, vllm, server, fake" in unknown.output
     bad_name = _generate("--name", "../x", "--out", str(out), *DRY)
     assert bad_name.exit_code == 2 and "'../x' must match" in bad_name.output
     zero = _generate("--batch-size", "0", "--out", str(out), *DRY)
@@ -90,7 +90,7 @@ def test_an_adhoc_run_directory_is_refused_by_another_arm_reproduce_and_verify(
     assert other.exit_code == 2 and "results of different plans are never mixed" in other.output
     run = str(out / "dry-run")
     reproduce = CliRunner().invoke(
-        cli, ["reproduce", "--plan", "prereg/smoke", "--dry-run", "--run-dir", run]
+        cli, ["reproduce", "--plan", "prereg/smoke-v2", "--dry-run", "--run-dir", run]
     )
     assert reproduce.exit_code == 2 and "never mixed" in reproduce.output
     verify = CliRunner().invoke(cli, ["verify", run])
@@ -98,23 +98,25 @@ def test_an_adhoc_run_directory_is_refused_by_another_arm_reproduce_and_verify(
 
 
 def test_a_sealed_arm_lands_in_the_run_reproduce_continues(repo_copy: Path) -> None:
-    done = _generate("--plan", "prereg/smoke", "--arm", "hf-bf16-b1", "--dry-run", "--no-progress")
+    done = _generate("--plan", "prereg/smoke-v2", "--arm", "hf-bf16-b1", "--dry-run", "--no-progress")
     assert done.exit_code == 0, done.output
     (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
     record = _json(run / "run.json")
-    assert record["plan_path"] == "prereg/smoke/plan.toml" and record["ledger_head_at_start"] != "none"
-    plan_bytes = (repo_copy / "prereg" / "smoke" / "plan.toml").read_bytes()
+    assert record["plan_path"] == "prereg/smoke-v2/plan.toml" and record["ledger_head_at_start"] != "none"
+    plan_bytes = (repo_copy / "prereg" / "smoke-v2" / "plan.toml").read_bytes()
     assert record["plan_sha256"] == hashlib.sha256(plan_bytes).hexdigest()
     arm_rows = run / "generations" / "hf-bf16-b1.jsonl"
     mtime = arm_rows.stat().st_mtime_ns
-    reproduce = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke", "--dry-run"])
+    reproduce = CliRunner().invoke(
+        cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"]
+    )
     assert reproduce.exit_code == 0, reproduce.output
     assert f"resuming run {run.name}" in reproduce.stderr
     assert arm_rows.stat().st_mtime_ns == mtime  # generate's arm is not made again
 
 
 def test_plan_needs_an_arm() -> None:
-    result = _generate("--plan", "prereg/smoke")
+    result = _generate("--plan", "prereg/smoke-v2")
     assert result.exit_code == 2 and "--plan needs --arm NAME" in result.output
 
 

@@ -12,9 +12,14 @@ from capsule.prereg.control_kinds import CONTROL_KINDS
 from capsule.prereg.loader import load_plan
 from capsule.prereg.metrics import ALL_METRICS, COMPOSITES, METRICS
 
-PLANS = ("smoke", "smollm2-135m", "smollm2-135m-v2", "smollm2-135m-v3", "agents-a1-4b")
+PLANS = (
+    "smoke", "smoke-v2", "smollm2-135m", "smollm2-135m-v2", "smollm2-135m-v3",
+    "agents-a1-4b", "agents-a1-4b-v2",
+)
 # plans that declare every control kind (v3 dropped the sampling grid to fit 45 minutes: its rationale)
-EVERY_CONTROL_KIND = ("smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b")
+EVERY_CONTROL_KIND = (
+    "smoke", "smoke-v2", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b", "agents-a1-4b-v2",
+)
 
 
 @pytest.fixture

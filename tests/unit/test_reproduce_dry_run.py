@@ -19,7 +19,7 @@ def _run(*args: str) -> object:
 
 def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> None:
     ledger_before = (repo_copy / "prereg" / "ledger.jsonl").read_bytes()
-    result = _run("--plan", "prereg/agents-a1-4b", "--dry-run")
+    result = _run("--plan", "prereg/agents-a1-4b-v2", "--dry-run")
     assert result.exit_code == 0, result.output + result.stderr
     assert "DRY RUN" in result.stderr
     last = result.stdout.splitlines()[-1]  # said plainly, after the verdicts
@@ -32,13 +32,14 @@ def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> 
     assert "every verdict below is of fake data" in first_block
     assert "not recorded in the ledger" in first_block
     analysis = json.loads((run / "analysis.json").read_text())
-    plan_text = (repo_copy / "prereg" / "agents-a1-4b" / "plan.toml").read_text()
+    plan_text = (repo_copy / "prereg" / "agents-a1-4b-v2" / "plan.toml").read_text()
     assert len(analysis["arms"]) == plan_text.count("[[arms]]")
     assert len(analysis["controls"]) == plan_text.count("[[controls]]")
     assert not analysis["skipped_controls"]
     assert (repo_copy / "prereg" / "ledger.jsonl").read_bytes() == ledger_before  # never touched
     metas = [json.loads(p.read_text()) for p in (run / "generations").glob("*.meta.json")]
     assert metas and {m["backend"]["loader"] for m in metas} == {"image_text_to_text"}  # the plan's [model]
+    assert {"vllm-server-authors", "vllm-server-authors-rerun"} <= {m["arm"]["name"] for m in metas}
 
 
 def test_interrupted_reproduce_resumes_without_regenerating(
@@ -54,13 +55,13 @@ def test_interrupted_reproduce_resumes_without_regenerating(
         return real(arm, **kwargs)
 
     monkeypatch.setattr(generate_module, "generate_arm", interrupted_after_three)
-    first = _run("--plan", "prereg/smoke", "--dry-run")
+    first = _run("--plan", "prereg/smoke-v2", "--dry-run")
     assert first.exit_code == 130 and "run the same command again" in first.stderr
     (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
     done = {p.name: p.stat().st_mtime_ns for p in (run / "generations").glob("*.jsonl")}
     assert len(done) == 3
     monkeypatch.setattr(generate_module, "generate_arm", real)
-    second = _run("--plan", "prereg/smoke", "--dry-run")
+    second = _run("--plan", "prereg/smoke-v2", "--dry-run")
     assert second.exit_code == 0, second.output + second.stderr
     assert f"resuming run {run.name}" in second.stderr
     for name, mtime in done.items():
@@ -71,9 +72,9 @@ def test_interrupted_reproduce_resumes_without_regenerating(
 
 
 def test_modified_plan_is_refused(repo_copy: Path) -> None:
-    plan = repo_copy / "prereg" / "smoke" / "plan.toml"
+    plan = repo_copy / "prereg" / "smoke-v2" / "plan.toml"
     plan.write_text(plan.read_text().replace("Tiny end-to-end", "Tiny end-to-End", 1))
-    result = _run("--plan", "prereg/smoke", "--dry-run")
+    result = _run("--plan", "prereg/smoke-v2", "--dry-run")
     assert result.exit_code == 3
     assert "plan.toml" in result.stderr and not (repo_copy / "runs").exists()
 
@@ -92,6 +93,6 @@ def test_run_dir_of_another_plan_is_refused(repo_copy: Path) -> None:
             }
         )
     )
-    result = _run("--plan", "prereg/smoke", "--dry-run", "--run-dir", str(other))
+    result = _run("--plan", "prereg/smoke-v2", "--dry-run", "--run-dir", str(other))
     assert result.exit_code == 2
     assert "never mixed" in result.stderr

@@ -21,10 +21,10 @@ def signed_run(repo_copy: Path) -> Path:
     assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
     fingerprint = fingerprint_of(load_signing_key()[0].public_key)
     trusted = CliRunner().invoke(
-        cli, ["prereg", "signers", "prereg/smoke", "--add", fingerprint, "--reason", "this test's key"]
+        cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
     )
     assert trusted.exit_code == 0, trusted.output
-    result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke", "--dry-run"])
+    result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"])
     assert result.exit_code == 0, result.output + result.stderr
     (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
     # what a real (non-dry) run does at its end: sign and append to the ledger

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
 from capsule.prereg.backend_specs import SPECS, resolved_options
+from capsule.run_dir import RunDir
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -37,16 +38,39 @@ class BackendOutOfMemoryError(CapsuleError):
 
 @dataclass(frozen=True)
 class Request:
-    """One prompt to complete: its key and the token ids `capsule.generation.chat` rendered for it."""
+    """One prompt to complete: its key and the token ids `capsule.generation.chat` rendered for it.
+    `text` is the user prompt itself, for a backend whose protocol renders the template on the
+    other side (the server backend's chat API); every other backend reads only the ids."""
     key: int
     input_ids: tuple[int, ...]
+    text: str = ""
 
 
 @dataclass(frozen=True)
 class Completion:
-    """A backend's answer to one request: generated ids (stop token included) and why it stopped."""
+    """A backend's answer to one request: generated ids (stop token included) and why it stopped.
+
+    `request` is what a backend that sends requests one by one observed about this one (the server
+    backend: send, first-token and finish times, requests in flight at send, the seed sent, usage,
+    attempts); the row records it as its `request` field. None for backends without per-request
+    timing (their rows have no such field, as rows written before it existed).
+    """
     token_ids: tuple[int, ...]
     finish_reason: Literal["stop", "length"]
+    request: Mapping[str, Any] | None = None
+
+
+#: The environment variable an endpoint's API key is read from, unless `--endpoint-key-env` names another.
+ENDPOINT_KEY_ENV = "CAPSULE_ENDPOINT_KEY"
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """Where a backend runs, beyond the arm: the run directory (a launched server keeps its command
+    line, log and pid there) and an endpoint the user gave (`--endpoint`) instead of launching one."""
+    run: RunDir | None = None
+    endpoint: str | None = None  # an OpenAI-compatible base URL, e.g. http://host:8000/v1
+    key_env: str = ENDPOINT_KEY_ENV  # the environment variable holding its API key (never written)
 
 
 DoneCallback = Callable[[int, Completion], None]
@@ -101,15 +125,20 @@ def backend_class(name: str) -> type:
     return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
 
 
-def load_backend(name: str, model_dir: Path, arm: Arm, loader: str | None = None) -> Backend:
+def load_backend(
+    name: str, model_dir: Path, arm: Arm, loader: str | None = None, context: BackendContext | None = None
+) -> Backend:
     """Load backend `name` for `arm`'s load-time settings (see `reuse_key`) from a verified model dir.
 
     `loader` is the plan's [model] loader: the backend loads that model class and refuses a
     checkpoint whose config.json needs the other (`checkpoint.resolve_loader`). None is for arms
     without a plan: the checkpoint's config.json decides, and the backend records what it used.
+    `context` reaches only backends that declare `takes_context` (the server backend).
     """
     check_backend(name)
-    backend = backend_class(name)(model_dir, arm, loader)
+    cls = backend_class(name)
+    extra = {"context": context or BackendContext()} if getattr(cls, "takes_context", False) else {}
+    backend = cls(model_dir, arm, loader, **extra)
     assert isinstance(backend, Backend)
     backend.loaded_for = reuse_key(arm)  # type: ignore[attr-defined]
     return backend
@@ -129,12 +158,12 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
     """Arms with equal keys can share one loaded backend; a different key needs a new instance.
 
     Load-time settings: backend, dtype, backend_options, env (read when the engine starts) and, for
-    vLLM, batch_size (max_num_seqs is fixed when `vllm.LLM` is built). hf takes the batch size per
-    call, so hf arms differing only in batch size, decoding, seed or thinking share a model. The arm
-    seed is not load-time: every backend seeds each request itself, and vLLM's engine is built with
-    one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
+    vLLM and a launched server, batch_size (max_num_seqs is fixed when the engine is built). hf takes
+    the batch size per call, so hf arms differing only in batch size, decoding, seed or thinking share
+    a model. The arm seed is not load-time: every backend seeds each request itself, and vLLM's
+    engine is built with one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
     """
-    batch = arm.batch_size if arm.backend == "vllm" else None
+    batch = arm.batch_size if arm.backend in ("vllm", "server") else None
     options = tuple(sorted((k, repr(v)) for k, v in arm.backend_options.items()))
     env = tuple(sorted(arm.env.items()))
     return (arm.backend, arm.dtype, options, env, batch)
@@ -142,9 +171,11 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
 
 __all__ = [
     "Backend",
+    "BackendContext",
     "BackendOutOfMemoryError",
     "Completion",
     "DoneCallback",
+    "ENDPOINT_KEY_ENV",
     "Request",
     "arm_options",
     "backend_class",

@@ -1,0 +1,177 @@
+"""The wire protocol of an OpenAI-compatible endpoint: request bodies, one streamed reply, its failures.
+
+Two request shapes. The default sends the capsule's own token ids to `/v1/completions` (vLLM takes a
+prompt given as a list of ids), so the server computes on exactly the ids every other backend gets.
+The chat shape sends the prompt text to `/v1/chat/completions` and lets the server render the chat
+template, as the authors of Agents-A1 did; the ids the server rendered come back with
+`return_token_ids` (vLLM) and are compared with the capsule's own rendering.
+
+Replies are streamed (server-sent events) so the first token's arrival is timed, and always carry
+the generated token ids (`return_token_ids`), which the capsule decodes with its own tokenizer. A
+reply that fails is a `RequestFailed`, marked retryable (connection lost, timeout, 5xx, a stream cut
+short, no choices) or not (wrong key, wrong model id, a refused body); it is never an answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+    from capsule.prereg.plan import Decoding
+
+#: The path of each API under the endpoint's /v1 base.
+API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+
+
+class RequestFailed(Exception):
+    """One request got no usable reply; `retryable` says whether the same request may be sent again."""
+
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass
+class Reply:
+    """One finished streamed reply: generated ids, why it ended, and when each part arrived (unix s)."""
+
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    stop_reason: Any = None
+    first_token_at: float | None = None
+    usage: dict[str, Any] | None = None
+    prompt_token_ids: list[int] | None = None  # as the server rendered / received them, where returned
+    model: str | None = None
+
+
+def sampling_fields(decoding: Decoding, max_tokens: int, seed: int) -> dict[str, Any]:
+    """The sampling part of a request body: every knob explicit, so no server-side default applies
+    (vLLM otherwise fills missing fields from the model's generation_config.json)."""
+    if decoding.mode == "greedy":
+        knobs: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0}
+        penalties = {"presence_penalty": 0.0, "repetition_penalty": 1.0}
+    else:
+        knobs = {
+            "temperature": decoding.temperature,
+            "top_p": decoding.top_p,
+            "top_k": decoding.top_k if decoding.top_k > 0 else -1,
+            "min_p": decoding.min_p,
+        }
+        penalties = {
+            "presence_penalty": decoding.presence_penalty,
+            "repetition_penalty": decoding.repetition_penalty,
+        }
+    return {
+        **knobs,
+        **penalties,
+        "frequency_penalty": 0.0,
+        "max_tokens": max_tokens,
+        "seed": int(seed),
+        "n": 1,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+    }
+
+
+def completion_body(
+    model: str, input_ids: tuple[int, ...], sampling: dict[str, Any], stop_ids: list[int]
+) -> dict[str, Any]:
+    """A /v1/completions body with the prompt as token ids, stopping on the model's own stop ids."""
+    return {"model": model, "prompt": list(input_ids), "stop_token_ids": list(stop_ids), **sampling}
+
+
+def chat_body(model: str, text: str, sampling: dict[str, Any], thinking: bool | None) -> dict[str, Any]:
+    """A /v1/chat/completions body with one user turn; `thinking` None leaves the template's default."""
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": text}], **sampling}
+    if thinking is not None:
+        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+    return body
+
+
+def _chunk(reply: Reply, payload: dict[str, Any]) -> None:
+    """Fold one streamed chunk into `reply`."""
+    reply.model = payload.get("model", reply.model)
+    if payload.get("prompt_token_ids") is not None:  # chat: the first chunk carries them
+        reply.prompt_token_ids = [int(t) for t in payload["prompt_token_ids"]]
+    if payload.get("usage"):
+        reply.usage = dict(payload["usage"])
+    for choice in payload.get("choices") or []:
+        if choice.get("prompt_token_ids") is not None:  # completions: in the choice
+            reply.prompt_token_ids = [int(t) for t in choice["prompt_token_ids"]]
+        ids = choice.get("token_ids")
+        if ids:
+            if reply.first_token_at is None:
+                reply.first_token_at = time.time()
+            reply.token_ids.extend(int(t) for t in ids)
+        elif (choice.get("text") or (choice.get("delta") or {}).get("content")) and ids is None:
+            raise RequestFailed(
+                "the reply carries text but no token_ids; the server backend needs an endpoint that "
+                "honours return_token_ids (vLLM >= 0.10)",
+                retryable=False,
+            )
+        if choice.get("finish_reason") is not None:
+            reply.finish_reason = str(choice["finish_reason"])
+            reply.stop_reason = choice.get("stop_reason")
+
+
+def _status_failure(response: httpx.Response, url: str) -> RequestFailed:
+    """A non-200 reply as a RequestFailed: 401/403 (key), 404 (model or path), 400 (body) are final."""
+    try:
+        detail = response.read().decode("utf-8", "replace")[:300]
+    except Exception:  # noqa: BLE001 - the body is only for the message
+        detail = ""
+    code = response.status_code
+    if code in (401, 403):
+        return RequestFailed(f"{url} refused the API key (HTTP {code}): {detail}", retryable=False)
+    if code == 404:
+        return RequestFailed(f"{url}: HTTP 404 (unknown model id or path): {detail}", retryable=False)
+    if code in (400, 422):
+        return RequestFailed(f"{url} rejected the request (HTTP {code}): {detail}", retryable=False)
+    return RequestFailed(f"{url}: HTTP {code}: {detail}", retryable=True)
+
+
+def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+    """POST `body` to `url` and read the whole event stream into a Reply; RequestFailed otherwise.
+
+    A stream must end with `data: [DONE]` after a chunk that gives the finish reason, or it counts as
+    truncated; a reply with no choices at all, or that ended for another reason ("abort"), fails too.
+    """
+    import httpx
+
+    reply = Reply()
+    done = False
+    saw_choice = False
+    try:
+        with client.stream("POST", url, json=body, headers=headers) as response:
+            if response.status_code != 200:
+                raise _status_failure(response, url)
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    payload = json.loads(data)
+                except json.JSONDecodeError as error:
+                    raise RequestFailed(f"{url}: malformed event {data[:80]!r} ({error})", True) from error
+                if "error" in payload and not payload.get("choices"):
+                    raise RequestFailed(f"{url}: the server reported {payload['error']}", retryable=True)
+                saw_choice = saw_choice or bool(payload.get("choices"))
+                _chunk(reply, payload)
+    except (httpx.TransportError, httpx.StreamError) as error:
+        raise RequestFailed(f"{url}: {type(error).__name__}: {error or 'connection lost'}", True) from error
+    if not saw_choice:
+        raise RequestFailed(f"{url}: the reply held no choices", retryable=True)
+    if not done or reply.finish_reason is None:
+        raise RequestFailed(f"{url}: the stream ended before the reply finished (truncated)", True)
+    if reply.finish_reason not in ("stop", "length"):
+        raise RequestFailed(f"{url}: the request ended with finish_reason {reply.finish_reason!r}", True)
+    return reply

