@@ -11,12 +11,13 @@ set -euo pipefail
 lock=$1; wheels=$2; cache=$3
 capsule=${CAPSULE_BIN:-.venv/bin/capsule}
 mkdir -p "$wheels" "$cache"
-# Already staged? (every sha256 of the lock is a file here): pip download would still ask the index.
+# Already staged? (each pin of the lock has one of its sha256s here): pip download would still ask the index.
 if python3 - "$lock" "$wheels" <<'PY'
 import hashlib, pathlib, re, sys
-wanted = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", open(sys.argv[1], encoding="utf-8").read()))
+blocks = re.split(r"\n(?=[A-Za-z0-9])", open(sys.argv[1], encoding="utf-8").read())
+wanted = [set(re.findall(r"--hash=sha256:([0-9a-f]{64})", block)) for block in blocks]
 have = {hashlib.sha256(p.read_bytes()).hexdigest() for p in pathlib.Path(sys.argv[2]).iterdir() if p.is_file()}
-sys.exit(0 if wanted <= have else 1)
+sys.exit(0 if all(hashes & have for hashes in wanted if hashes) else 1)
 PY
 then
   echo "every file of $lock is already staged in $wheels"
@@ -26,7 +27,7 @@ if [ -n "${CAPSULE_TORCH_INDEX:-}" ]; then extra=(--extra-index-url "$CAPSULE_TO
 python3 -m pip download --quiet --no-deps --require-hashes "${extra[@]}" -d "$wheels" -r "$lock" 2>&1 \
   | grep -v "is ignored: it is neither a file nor a directory" || true
 count=$(find "$wheels" -name '*.whl' -o -name '*.tar.gz' | wc -l)
-expected=$(grep -c -- '--hash=' "$lock")
+expected=$(grep -cE '^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^]]*\])?==' "$lock")
 [ "$count" -ge "$expected" ] || { echo "Error: staged $count wheels of $expected in $lock into $wheels; see pip's message above (torch +cpu: set CAPSULE_TORCH_INDEX)" >&2; exit 2; }
 fi
 CAPSULE_CACHE="$cache" "$capsule" fetch all >/dev/null
