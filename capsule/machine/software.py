@@ -51,6 +51,8 @@ IMAGE_ENV = {
     "build_time": "CAPSULE_IMAGE_BUILD_TIME",
     "digest": "CAPSULE_IMAGE_DIGEST",
 }
+# Written by scripts/setup_cpu_venv.sh into the environment it installs from requirements/cpu.lock.
+LOCK_RECORD = "capsule-lock.json"
 SCORER_PACKAGE = "ifeval_scorer"
 _VERSION_RE = re.compile(r"""^__version__\s*(?::[^=]*)?=\s*["']([^"']+)["']""", re.MULTILINE)
 
@@ -164,20 +166,49 @@ def scorer_fingerprint() -> dict[str, Any]:
     }
 
 
+def installed_lock() -> dict[str, str] | None:
+    """The lock this environment was installed from ({"lock": path, "sha256": digest}), None if unknown.
+
+    The setup script records it beside the environment's python (`sys.prefix`), so a manifest names
+    the exact lock rather than re-deriving it from whatever is installed now.
+    """
+    import json
+
+    record = Path(sys.prefix) / LOCK_RECORD
+    try:
+        value = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in ("lock", "sha256")):
+        return None
+    return {"lock": value["lock"], "sha256": value["sha256"]}
+
+
+def environment_fingerprint(distributions: dict[str, str]) -> dict[str, Any]:
+    """What the environment was installed from: the image's lock, the CPU lock, or only what is there."""
+    image_lock = os.environ.get(IMAGE_ENV["lock_sha256"])
+    cpu_lock = installed_lock()
+    installed = sha256_json(distributions)
+    if image_lock:
+        kind, digest, lock = "image-lock-file", image_lock, None
+    elif cpu_lock:
+        kind, digest, lock = "lock-file", cpu_lock["sha256"], cpu_lock["lock"]
+    else:
+        kind, digest, lock = "installed-distributions", installed, None
+    return {
+        "kind": kind, "sha256": digest, "lock": lock, "installed_sha256": installed,
+        "count": len(distributions),
+    }
+
+
 def probe_software() -> dict[str, Any]:
     """The software section: key package versions, torch's build, the whole installed set, the image."""
     distributions = installed_distributions()
-    lock_sha = os.environ.get(IMAGE_ENV["lock_sha256"])
     return {
         "python": platform.python_version(),
         "packages": {key: installed_version(*names) for key, names in PACKAGES.items()},
         "torch_build": torch_build(),
-        "environment": {
-            "kind": "image-lock-file" if lock_sha else "installed-distributions",
-            "sha256": lock_sha or sha256_json(distributions),
-            "installed_sha256": sha256_json(distributions),
-            "count": len(distributions),
-        },
+        "environment": environment_fingerprint(distributions),
         "distributions": distributions,
         "image": image_fingerprint(),
     }
