@@ -120,7 +120,7 @@ def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> No
     from ifeval_scorer import load_prompts
 
     root, run = smoke_run
-    plan = load_plan(root / "prereg" / "smoke")
+    plan = load_plan(root / "prereg" / "smoke-v2")
     prompts = load_prompts(fetch_prompts().path)
     again = derive_analysis(RunDir(run), plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
     out = run.parent / "rederived.json"

@@ -23,7 +23,7 @@ from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
 
 REPO = Path(__file__).resolve().parents[2]
-PLAN = "prereg/smoke"
+PLAN = "prereg/smoke-v2"
 
 
 SIGNER = generate_signer()  # the test collaborator's key: trusted for the smoke plan in every new_root

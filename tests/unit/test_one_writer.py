@@ -94,7 +94,7 @@ def test_generate_into_a_run_directory_held_elsewhere_is_refused(repo_copy: Path
 
 
 def test_two_reproduce_started_together_leave_one_run_and_one_refusal(repo_copy: Path) -> None:
-    args = ["reproduce", "--no-progress", "--plan", "prereg/smoke", "--dry-run"]
+    args = ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"]
     first = capsule_process(args, repo_copy)
     runs = repo_copy / "runs" / "dry-run" / "smoke"
     deadline = time.monotonic() + 120

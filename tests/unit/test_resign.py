@@ -110,6 +110,6 @@ def test_resign_with_an_untrusted_key_is_refused(
     )
     assert result.exit_code == 3, result.output
     assert other.fingerprint in result.stderr
-    assert "not trusted for plan prereg/smoke/plan.toml" in result.stderr
+    assert "not trusted for plan prereg/smoke-v2/plan.toml" in result.stderr
     assert {p: p.read_bytes() for p in signed_run.rglob("*") if p.is_file()} == before
     assert len(_bundle_entries(signed_run)) == 1
