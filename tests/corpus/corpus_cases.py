@@ -27,6 +27,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from capsule.prereg.arms import ARM_KEYS, DECODING_KEYS
+from capsule.prereg.loader import (
+    CLAIM_KEYS,
+    COMPARISON_KEYS,
+    MODEL_KEYS,
+    PLAN_KEYS,
+    PROMPTS_KEYS,
+    VERDICT_KEYS,
+)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus_toml  # noqa: E402
@@ -303,51 +313,19 @@ PLAN_FILE = "prereg/smoke/plan.toml"
 COMPLIANT_FILE = "prereg/smoke/controls/compliant.jsonl"
 SEAL = ("prereg", "seal", "{w}/" + PLAN_FILE, "--note", "corpus", "--ledger", "{w}/prereg/ledger.jsonl")
 
-#: Keys each section requires (capsule/prereg/loader.py, arms.py): deleting one is an error.
+#: Keys each section requires, as the loader declares them: deleting one is an error.
 REQUIRED = {
-    (): ("name", "scorer_seed", "model", "claim", "prompts", "arms", "verdict"),
-    ("model",): ("name", "source", "files", "loader"),
-    ("claim",): ("text", "value", "metric", "other_readings", "source"),
-    ("prompts",): ("sha256", "subsets"),
-    ("arms", 0): (
-        "name",
-        "backend",
-        "subset",
-        "dtype",
-        "batch_size",
-        "batch_order",
-        "seed",
-        "max_new_tokens",
-        "thinking",
-        "unclosed",
-        "decoding",
-        "backend_options",
-        "env",
-    ),
-    ("arms", 0, "decoding"): (
-        "mode",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "presence_penalty",
-        "repetition_penalty",
-    ),
-    ("verdict",): (
-        "arm",
-        "metric",
-        "interval",
-        "confidence",
-        "min_n",
-        "bootstrap_resamples",
-        "bootstrap_seed",
-        "min_pairs",
-    ),
+    (): PLAN_KEYS[0],
+    ("model",): MODEL_KEYS[0],
+    ("claim",): CLAIM_KEYS[0],
+    ("prompts",): PROMPTS_KEYS[0],
+    ("arms", 0): ARM_KEYS[0],
+    ("arms", 0, "decoding"): DECODING_KEYS[0],
+    ("verdict",): VERDICT_KEYS[0],
     ("controls", 0): ("name", "kind", "arms"),
-    ("comparisons", 0): ("name", "arms", "metric", "confidence"),
+    ("comparisons", 0): COMPARISON_KEYS[0],
 }
-#: Plans refused only once the plan checks of issue 18 item 7 land (another helper's part): each is
-#: an expected failure naming what is missing, to be made a plain case when it lands.
+#: Plans refused by the plan bounds and the pinned-prompt check (each with the rule that refuses it).
 PENDING_PLAN_CASES: tuple[tuple[str, tuple[Any, ...], str, Any, str], ...] = (
     ("verdict.bootstrap_resamples = 10**12", ("verdict",), "bootstrap_resamples", 10**12, "resource bounds"),
     ("controls.5 (scorer stability) k = 10**9", ("controls", 5), "k", 10**9, "resource bounds"),
