@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from capsule.errors import VerificationError
+from capsule.prereg.ledger import DEFAULT_LEDGER
 from capsule.report.numbers import check_files
 
 
@@ -18,13 +19,22 @@ from capsule.report.numbers import check_files
     "run_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Check every region against this run (default: each marker's own run=, relative to its file).",
+    help="Check every one-run region against this run (default: each marker's own run=, relative to "
+    "its file).",
 )
-def check_numbers(files: tuple[Path, ...], run_dir: Path | None) -> None:
+@click.option(
+    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_LEDGER, show_default=True,
+    help="The ledger a comparison region's two runs are verified against (where it records them).",
+)
+def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Path) -> None:
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare it whole:
     numbers and verdicts one by one, then every word; any drift exits 3 with the line, what was found
-    and what the run gives."""
-    result = check_files(list(files), run_dir)
+    and what the run gives. A region with against=RUN quotes `capsule compare` of its two runs, which
+    are verified first."""
+    from capsule.evidence.compare import comparison_renderer
+
+    result = check_files(list(files), run_dir, comparison_renderer(ledger_path))
     for drift in result.drifts:
         click.echo(str(drift))
     if result.drifts:

@@ -1,13 +1,20 @@
-"""`capsule compare RUN_A RUN_B [--json] [--ledger PATH]`: two runs of one sealed plan, arm by arm."""
+"""`capsule compare RUN_A RUN_B [--json] [--ledger PATH] [--out FILE | --update FILE]`: two runs of one
+sealed plan, arm by arm; printed, or written as a committed comparison that check-numbers keeps true."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
 
 from capsule.prereg.ledger import DEFAULT_LEDGER
+
+
+def _relative(run: Path, out: Path) -> str:
+    """`run` as a path relative to the directory of `out` (what a marker's run= and against= say)."""
+    return Path(os.path.relpath(run.resolve(), out.resolve().parent)).as_posix()
 
 
 @click.command()
@@ -19,7 +26,17 @@ from capsule.prereg.ledger import DEFAULT_LEDGER
     default=DEFAULT_LEDGER, show_default=True,
     help="This repository's ledger: a run it records is verified against it too.",
 )
-def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path) -> None:
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Write the comparison to this new Markdown file between capsule:numbers markers, so "
+    "`capsule check-numbers FILE` keeps it true (refuses an existing file; see --update).",
+)
+@click.option(
+    "--update", "update", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="Rewrite this Markdown file's comparison regions of RUN_A against RUN_B (run=A against=B).",
+)
+def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Path | None,
+            update: Path | None) -> None:
     """Compare two complete runs of the same sealed plan (typically from two machines).
 
     Verifies both, then per arm: identical responses, first divergence, every metric's difference
@@ -27,11 +44,39 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path) -> None:
     differences that can change numerics. Exit 2 for different plans or an incomplete run, 3 when a
     run fails verification.
     """
-    from capsule.evidence.compare import compare_runs
-    from capsule.report.comparison import render_comparison
+    from capsule.atomic import write_text_atomic
+    from capsule.errors import BadInputError
+    from capsule.evidence.compare import compare_runs, comparison_renderer, named
+    from capsule.report.comparison import marked_comparison, render_comparison
+    from capsule.report.numbers import update_comparison_text
 
+    if out is not None and update is not None:
+        raise BadInputError("--out and --update: give one (--out writes a new file, --update rewrites one)")
+    if out is not None and out.exists():
+        raise BadInputError(
+            f"{out}: exists; rewrite its comparison with --update {out}, or choose a new path"
+        )
+    if update is not None:
+        text = update.read_text(encoding="utf-8")
+        new, count = update_comparison_text(update, text, run_a, run_b, comparison_renderer(ledger_path))
+        if count == 0:
+            raise BadInputError(
+                f"{update}: no capsule:numbers region compares {run_a} against {run_b}; "
+                "add <!-- capsule:numbers run=A against=B block=comparison --> <!-- /capsule:numbers -->"
+            )
+        if new != text:
+            write_text_atomic(update, new)
+        state = "rewritten" if new != text else "already current"
+        click.echo(f"{update}: {count} comparison region(s) {state}")
+        return
     result = compare_runs(run_a, run_b, ledger_path=ledger_path)
-    if as_json:
+    for label in ("A", "B"):
+        click.echo(f"{label}: {result['runs'][label]['verified']}", err=True)
+    if out is not None:
+        document = named(result, (_relative(run_a, out), _relative(run_b, out)))
+        write_text_atomic(out, marked_comparison("comparison", document) + "\n")
+        click.echo(f"comparison: {out} (check it with `capsule check-numbers {out}`)", err=True)
+    elif as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
         click.echo(render_comparison(result), nl=False)

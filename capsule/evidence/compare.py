@@ -14,6 +14,7 @@ fails verification raises VerificationError (exit 3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from capsule.jsonio import read_json
 from capsule.machine.diff import NUMERICS, diff_manifests
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.metrics import ALL_METRICS
+from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.run_dir import RunDir
 
 LABELS = ("A", "B")
@@ -40,8 +42,12 @@ class RunSide:
 
     path: str
     run_id: str
-    verified: str  # the verifier's one-line summary
+    verified: str  # the verifier's one-line summary (names the ledger's length: printed, not quoted)
     in_ledger: bool  # checked against this repository's ledger (else signature and digests only)
+    n_files: int  # files whose size and sha256 matched the signed bundle
+    total_bytes: int
+    fingerprint: str  # the signing key's sha256 fingerprint
+    ledger_seq: int | None  # the ledger entry recording the run (bundle or import); None: not in it
     analysis: dict[str, Any]
 
 
@@ -138,7 +144,11 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> dict[str, An
     analyses = [read_analysis(path) for path in (run_a, run_b)]
     rule, claim = analyses[0]["verdict_rule"], analyses[0]["claim"]
     sides = [
-        RunSide(str(path), summary.run_id, summary.line(), summary.ledger_path is not None, analysis)
+        RunSide(
+            str(path), summary.run_id, summary.line(), summary.ledger_path is not None, summary.n_files,
+            summary.total_bytes, summary.fingerprint,
+            summary.bundle_seq if summary.ledger_path is not None else None, analysis,
+        )
         for path, summary, analysis in zip((run_a, run_b), summaries, analyses, strict=True)
     ]
     arms = [compare_arm(rule, claim["metric"], arm, *dirs) for arm in arm_names]
@@ -157,3 +167,20 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> dict[str, An
         "arms": arms,
         "candidate_causes": [asdict(d) for d in diff.in_category(NUMERICS)],
     }
+
+
+def named(comparison: dict[str, Any], names: tuple[str, str]) -> dict[str, Any]:
+    """`comparison` with its runs' paths replaced by `names` (as a marker or a user wrote them)."""
+    runs = {
+        label: {**comparison["runs"][label], "path": name}
+        for label, name in zip(LABELS, names, strict=True)
+    }
+    return {**comparison, "runs": runs}
+
+
+def comparison_renderer(ledger_path: Path) -> Callable[[str, Path, Path, tuple[str, str]], str]:
+    """A `capsule.report.numbers.ComparisonRenderer` that verifies both runs against `ledger_path`."""
+    def render(block: str, run_a: Path, run_b: Path, names: tuple[str, str]) -> str:
+        comparison = named(compare_runs(run_a, run_b, ledger_path=ledger_path), names)
+        return COMPARISON_BLOCKS[block](comparison)
+    return render

@@ -9,7 +9,7 @@ the verdicts side by side, and the manifests' numerics-relevant differences as c
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from capsule.report.formatting import DASH, METRIC_LABELS, fmt_count, fmt_num, fmt_p, fmt_pct
@@ -90,20 +90,73 @@ def _cause_rows(comparison: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _run_line(label: str, run: Mapping[str, Any]) -> str:
+    """One run as verified, in words that stay true while the ledger grows (no entry count)."""
+    where = (
+        f"recorded in this ledger at entry {run['ledger_seq']}" if run["ledger_seq"] is not None
+        else "not in this ledger (signature and digests only)"
+    )
+    return (
+        f"- {label}: `{run['path']}` (run {run['run_id']}): {run['n_files']} files ({run['total_bytes']} "
+        f"bytes) match its signed bundle; signed by {run['fingerprint'][:16]}; {where}"
+    )
+
+
+def _identical_arms(comparison: Mapping[str, Any]) -> int:
+    return sum(a["identity"]["identical_response"] == a["identity"]["n_common"] for a in comparison["arms"])
+
+
+def _changed_arms(comparison: Mapping[str, Any]) -> list[str]:
+    """`arm` (N responses, M pass/fail) for each arm whose responses differ, in plan order."""
+    out = []
+    for arm in comparison["arms"]:
+        identity = arm["identity"]
+        differ = identity["n_common"] - identity["identical_response"]
+        if differ:
+            out.append(f"`{arm['arm']}` ({differ} responses, {arm['pass_fail_changed']} pass/fail)")
+    return out
+
+
+def comparison_summary(comparison: Mapping[str, Any]) -> str:
+    """One paragraph for a README: identical arms, what changed where, the claim's verdicts, the causes."""
+    arms = comparison["arms"]
+    claim = comparison["claim"]
+    differ = sum(a["identity"]["n_common"] - a["identity"]["identical_response"] for a in arms)
+    flips = sum(a["pass_fail_changed"] for a in arms)
+    changed = _changed_arms(comparison)
+    label = METRIC_LABELS.get(claim["metric"], claim["metric"])
+    where = f": {', '.join(changed)}" if changed else ""
+    verdict = (
+        f"the claim's verdict is {claim['A']} in both" if claim["agree"]
+        else f"the claim's verdict is {claim['A']} in A and {claim['B']} in B"
+    )
+    causes = [c["path"] for c in comparison["candidate_causes"]]
+    cause_text = (
+        f"The manifests differ in {len(causes)} field(s) that can change numerics: "
+        + ", ".join(f"`{c}`" for c in causes) + "."
+        if causes else "The manifests agree on every field that can change numerics."
+    )
+    return (
+        f"Runs {comparison['runs']['A']['run_id']} (A) and {comparison['runs']['B']['run_id']} (B) of "
+        f"`{(comparison['plan'] or {}).get('path')}`: {_identical_arms(comparison)} of {len(arms)} arms "
+        f"byte-identical in every response; {differ} responses and {flips} pass/fail outcomes on {label} "
+        f"differ{where}; {verdict}. {cause_text}"
+    )
+
+
 def render_comparison(comparison: Mapping[str, Any]) -> str:
     """The Markdown report of a `compare_runs` result."""
     runs = comparison["runs"]
     plan = comparison["plan"] or {}
     arms = comparison["arms"]
-    same = sum(a["identity"]["identical_response"] == a["identity"]["n_common"] for a in arms)
     lines = [
         f"# Two runs of `{plan.get('path')}` compared",
         "",
-        f"- A: `{runs['A']['path']}`: {runs['A']['verified']}",
-        f"- B: `{runs['B']['path']}`: {runs['B']['verified']}",
+        _run_line("A", runs["A"]),
+        _run_line("B", runs["B"]),
         "",
-        f"{same} of {len(arms)} arms byte-identical in every response; differences are A − B in "
-        "percentage points on the prompts both runs scored.",
+        f"{_identical_arms(comparison)} of {len(arms)} arms byte-identical in every response; differences "
+        "are A − B in percentage points on the prompts both runs scored.",
         "",
         *_arm_rows(comparison),
         "",
@@ -120,3 +173,25 @@ def render_comparison(comparison: Mapping[str, Any]) -> str:
         *_cause_rows(comparison),
     ]
     return "\n".join(lines) + "\n"
+
+
+def comparison_block(comparison: Mapping[str, Any]) -> str:
+    """The whole comparison report, as a committed comparison file quotes it."""
+    return render_comparison(comparison).rstrip("\n")
+
+
+#: Block name -> renderer of a `compare_runs` result: what `block=` may say in a region with `against=`.
+COMPARISON_BLOCKS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "comparison": comparison_block,
+    "comparison_summary": comparison_summary,
+}
+
+
+def marked_comparison(block: str, comparison: Mapping[str, Any]) -> str:
+    """Block `block` of `comparison` between its markers, the runs named as in `comparison["runs"]`."""
+    runs = comparison["runs"]
+    return "\n".join([
+        f"<!-- capsule:numbers run={runs['A']['path']} against={runs['B']['path']} block={block} -->",
+        COMPARISON_BLOCKS[block](comparison),
+        "<!-- /capsule:numbers -->",
+    ])

@@ -16,6 +16,11 @@ run's analysis.json (and manifest.json) and compares it with the region whole, i
   "above", "the seed") are rendered from analysis.json too, so a changed word is drift as well,
   reported once with the first words that differ. Only line breaks and spacing may differ.
 
+A region with `against=OTHER_RUN` quotes two runs of one plan side by side: its block is one of
+`capsule.report.comparison.COMPARISON_BLOCKS`, rendered from `capsule compare run against` (both runs
+verified first, against the ledger given to the check). Those regions are written by
+`capsule compare A B --out FILE` or `--update FILE`.
+
 `update_file` rewrites regions in place from the run, so keeping a README current is one command.
 """
 
@@ -23,22 +28,29 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from capsule.atomic import write_text_atomic
 from capsule.errors import BadInputError
+from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.report.document import BLOCKS, ReportInput, load_run, render_block
 
 OPEN = re.compile(r"<!--\s*capsule:numbers\b(?P<attrs>.*?)-->")
 CLOSE = re.compile(r"<!--\s*/capsule:numbers\s*-->")
 ATTR = re.compile(r"(\w+)=(\S+)")
-ATTRIBUTES = ("run", "block")
+ATTRIBUTES = ("run", "block", "against")
 #: A fact: a verdict word in capitals, or a number (sign, decimals, exponent) not glued to a word.
 FACT = re.compile(
     r"NOT REPRODUCED|\b(?:REPRODUCED|UNDERPOWERED|FAILED|DIFFER|INDISTINGUISHABLE)\b"
     r"|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])"
 )
+
+
+#: Renders a comparison block: (block, run A, run B, the names the marker gives them) -> text.
+#: The commands pass `capsule.evidence.compare.render_comparison_block`, which verifies both runs.
+ComparisonRenderer = Callable[[str, Path, Path, tuple[str, str]], str]
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class Region:
     run: str | None
     block: str
     body: list[str]
+    against: str | None = None  # a second run: the region quotes the two runs' comparison
 
     def run_dir(self, override: Path | None = None) -> Path:
         """The run this region is checked against: `override`, else `run=` relative to the file."""
@@ -61,6 +74,11 @@ class Region:
                 f"{self.path}:{self.open_line}: marker names no run=; add run=DIR or pass --run"
             )
         return (self.path.parent / self.run).resolve()
+
+    def against_dir(self) -> Path:
+        """The second run of a comparison region, relative to the file."""
+        assert self.against is not None
+        return (self.path.parent / self.against).resolve()
 
 
 @dataclass(frozen=True)
@@ -107,11 +125,17 @@ def find_regions(path: Path, text: str) -> list[Region]:
                     f"{path}:{number}: unknown marker attribute(s) {', '.join(unknown)}; "
                     f"allowed: {', '.join(ATTRIBUTES)}"
                 )
-            if attrs.get("block") not in BLOCKS:
+            known, kind = (
+                (COMPARISON_BLOCKS, "comparison block (a region with against=)") if "against" in attrs
+                else (BLOCKS, "report block")
+            )
+            if attrs.get("block") not in known:
                 raise BadInputError(
-                    f"{path}:{number}: block={attrs.get('block')!r} is not a report block; "
-                    f"use one of: {', '.join(BLOCKS)}"
+                    f"{path}:{number}: block={attrs.get('block')!r} is not a {kind}; "
+                    f"use one of: {', '.join(known)}"
                 )
+            if "against" in attrs and "run" not in attrs:
+                raise BadInputError(f"{path}:{number}: a region with against= needs run= too")
             opened = (number, attrs)
         elif end:
             if opened is None:
@@ -120,7 +144,10 @@ def find_regions(path: Path, text: str) -> list[Region]:
                 )
             first, attrs = opened
             regions.append(
-                Region(path, first, number, attrs.get("run"), attrs["block"], lines[first : number - 1])
+                Region(
+                    path, first, number, attrs.get("run"), attrs["block"], lines[first : number - 1],
+                    attrs.get("against"),
+                )
             )
             opened = None
     if opened is not None:
@@ -222,9 +249,11 @@ def _read(path: Path) -> str:
         raise BadInputError(f"{path}: cannot read ({error})") from error
 
 
-def check_files(paths: list[Path], run: Path | None = None) -> CheckResult:
-    """Check every marked region of `paths` against its run (or `run` for all of them): its facts
-    one by one, then, where they all match, its words (see the module docstring).
+def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None
+                ) -> CheckResult:
+    """Check every marked region of `paths` against its run (or `run` for every one-run region): its
+    facts one by one, then, where they all match, its words (see the module docstring). A comparison
+    region (against=) is checked against its own two runs, rendered by `comparison`.
 
     A file without any region is an error: checking it would prove nothing.
     """
@@ -236,9 +265,12 @@ def check_files(paths: list[Path], run: Path | None = None) -> CheckResult:
         if not found:
             raise BadInputError(f"{path}: no <!-- capsule:numbers run=... block=... --> regions to check")
         for region in found:
-            run_dir = region.run_dir(run)
-            data = cache.setdefault(run_dir, load_run(run_dir))
-            rendered = render_block(region.block, data)
+            if region.against is not None:
+                rendered = _render_comparison_region(region, comparison)
+            else:
+                run_dir = region.run_dir(run)
+                data = cache.setdefault(run_dir, load_run(run_dir))
+                rendered = render_block(region.block, data)
             fact_drifts = compare(region, rendered)
             word_drift = None if fact_drifts else compare_words(region, rendered)
             drifts += fact_drifts + ([word_drift] if word_drift else [])
@@ -248,10 +280,43 @@ def check_files(paths: list[Path], run: Path | None = None) -> CheckResult:
     return CheckResult(regions, facts_total, drifts, words_total)
 
 
+def _render_comparison_region(region: Region, comparison: ComparisonRenderer | None) -> str:
+    """A comparison region's block as its two runs give it now, with the runs named as the marker does."""
+    assert region.run is not None and region.against is not None
+    if comparison is None:
+        raise BadInputError(
+            f"{region.path}:{region.open_line}: a comparison region (against=) is checked by "
+            "`capsule check-numbers`, which verifies both runs"
+        )
+    return comparison(region.block, region.run_dir(), region.against_dir(), (region.run, region.against))
+
+
+def update_comparison_text(path: Path, text: str, run_a: Path, run_b: Path, comparison: ComparisonRenderer
+                           ) -> tuple[str, int]:
+    """`text` with every comparison region of `run_a` against `run_b` re-rendered; (new text, count)."""
+    targets = (run_a.resolve(), run_b.resolve())
+    regions = [
+        r for r in find_regions(path, text)
+        if r.against is not None and (r.run_dir(), r.against_dir()) == targets
+    ]
+    lines = text.split("\n")
+    out: list[str] = []
+    position = 0
+    for region in regions:
+        out += lines[position : region.open_line]
+        out += _render_comparison_region(region, comparison).split("\n")
+        position = region.close_line - 1
+    out += lines[position:]
+    return "\n".join(out), len(regions)
+
+
 def update_text(path: Path, text: str, run_dir: Path) -> tuple[str, int]:
-    """`text` with every region whose run is `run_dir` re-rendered from it; (new text, regions rewritten)."""
+    """`text` with every one-run region whose run is `run_dir` re-rendered from it; (new text, count)."""
     target = run_dir.resolve()
-    regions = [r for r in find_regions(path, text) if r.run is None or r.run_dir() == target]
+    regions = [
+        r for r in find_regions(path, text)
+        if r.against is None and (r.run is None or r.run_dir() == target)
+    ]
     if not regions:
         return text, 0
     data = load_run(run_dir)

@@ -137,3 +137,66 @@ def test_runs_of_different_plans_are_refused_with_exit_2(pair: tuple[Path, Path,
     sign(b, None)  # a consistent, validly signed run of other plan bytes
     result = _compare(ledger, a, b)
     assert result.exit_code == 2 and "different plans" in _error_line(result)
+
+
+def _check(ledger: Path, *files: Path):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["check-numbers", *map(str, files), "--ledger", str(ledger)])
+
+
+def test_a_committed_comparison_is_checked_by_check_numbers(pair: tuple[Path, Path, Path]) -> None:
+    ledger, a, b = pair
+    edit_row(b, ARM)
+    out = ledger.parent.parent / "COMPARISON.md"
+    written = _compare(ledger, a, b, "--out", str(out))
+    assert written.exit_code == 0, written.output + written.stderr
+    text = out.read_text()
+    assert text.startswith("<!-- capsule:numbers run=") and " against=" in text
+    assert f"| `{ARM}` | 7/8 |" in text
+    assert "entries) verifies" not in text  # no ledger length quoted: the file stays true as the ledger grows
+    checked = _check(ledger, out)
+    assert checked.exit_code == 0, checked.output + checked.stderr
+    assert checked.stdout.startswith("ok: ") and "1 region(s)" in checked.stdout
+    # a number edited by hand is drift (exit 3), named with its line
+    out.write_text(text.replace(f"| `{ARM}` | 7/8 |", f"| `{ARM}` | 8/8 |"))
+    drifted = _check(ledger, out)
+    assert drifted.exit_code == 3 and "found 8, expected 7" in drifted.stdout
+    # --out never overwrites; --update rewrites the region from the runs
+    again = _compare(ledger, a, b, "--out", str(out))
+    assert again.exit_code == 2 and "--update" in _error_line(again)
+    updated = _compare(ledger, a, b, "--update", str(out))
+    assert updated.exit_code == 0 and "1 comparison region(s) rewritten" in updated.stdout
+    assert out.read_text() == text and _check(ledger, out).exit_code == 0
+
+
+def test_a_readme_summary_of_two_runs_is_checked_and_fails_when_a_run_is_tampered(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    ledger, a, b = pair
+    edit_row(b, ARM)
+    readme = ledger.parent.parent / "README.md"
+    names = (a.as_posix(), b.as_posix())  # absolute paths stay valid relative to any file
+    readme.write_text(
+        f"Intro.\n<!-- capsule:numbers run={names[0]} against={names[1]} block=comparison_summary -->\n"
+        "<!-- /capsule:numbers -->\n"
+    )
+    assert _compare(ledger, a, b, "--update", str(readme)).exit_code == 0
+    summary = readme.read_text()
+    assert f"{N_ARMS - 1} of {N_ARMS} arms byte-identical" in summary
+    assert f"`{ARM}` (1 responses, 1 pass/fail)" in summary
+    assert _check(ledger, readme).exit_code == 0
+    rows = b / "generations" / f"{ARM}.jsonl"
+    rows.write_bytes(rows.read_bytes().replace(b'"raw": "', b'"raw": "X', 1))
+    tampered = _check(ledger, readme)
+    assert tampered.exit_code == 3 and "in the bundle" in _error_line(tampered)
+
+
+def test_a_comparison_region_with_an_unknown_block_is_a_one_line_error(
+    pair: tuple[Path, Path, Path],
+) -> None:
+    ledger, a, b = pair
+    readme = ledger.parent.parent / "README.md"
+    readme.write_text(
+        f"<!-- capsule:numbers run={a} against={b} block=headline -->\n<!-- /capsule:numbers -->\n"
+    )
+    result = _check(ledger, readme)
+    assert result.exit_code == 2 and "comparison block" in _error_line(result)
