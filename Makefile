@@ -127,10 +127,15 @@ docker-build-cpu: setup  ## build the CPU image from requirements/cpu.lock, offl
 docker-run-cpu:  ## run `capsule $(CPU_CMD)` in the CPU image; results and ledger land in this checkout
 	$(DOCKER_ENV) CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest bash docker/run-cpu.sh $(CPU_CMD)
 
-docker-test: setup  ## build the images, run the smoke study inside and outside the CPU image, compare
+# CPU image first (build, then its checks), then the GPU image: each image's checks run right after it
+# is built, so a disk too small for both under the vfs driver still tests the CPU image first.
+docker-test: setup  ## build both images; smoke study inside vs outside the CPU image; GPU image checks
 	$(MAKE) docker-build-cpu
 	$(DOCKER_ENV) CAPSULE_DOCKER_TEST=1 CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest SMOKE_PLAN=$(SMOKE_PLAN) \
-	  $(PY) -m pytest -q -rs tests/docker
+	  $(PY) -m pytest -q -rs -s tests/docker -k cpu_image
+	$(MAKE) docker-build
+	$(DOCKER_ENV) CAPSULE_DOCKER_TEST=1 CAPSULE_GPU_IMAGE=$(IMAGE):latest GPU_PLAN=$(GPU_PLAN) \
+	  $(PY) -m pytest -q -rs -s tests/docker -k gpu_image
 
 docker-stop:  ## stop the private dockerd that docker/engine.sh started (if any)
 	bash docker/engine.sh stop
