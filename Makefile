@@ -133,6 +133,7 @@ docker-test: setup  ## build both images; smoke study inside vs outside the CPU 
 	$(MAKE) docker-build-cpu
 	$(DOCKER_ENV) CAPSULE_DOCKER_TEST=1 CAPSULE_CPU_IMAGE=$(CPU_IMAGE):latest SMOKE_PLAN=$(SMOKE_PLAN) \
 	  $(PY) -m pytest -q -rs -s tests/docker -k cpu_image
+	$(DOCKER_ENV) bash docker/make-room.sh $(CPU_IMAGE):latest
 	$(MAKE) docker-build
 	$(DOCKER_ENV) CAPSULE_DOCKER_TEST=1 CAPSULE_GPU_IMAGE=$(IMAGE):latest GPU_PLAN=$(GPU_PLAN) \
 	  $(PY) -m pytest -q -rs -s tests/docker -k gpu_image
