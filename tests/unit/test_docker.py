@@ -5,6 +5,7 @@ The images themselves are built and run by `make docker-test` (tests/docker/).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -208,3 +209,39 @@ def test_dockerignore_keeps_results_caches_venvs_and_git_out() -> None:
     patterns = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
     for required in (".git", ".venv", "results", "**/__pycache__", ".pytest_cache", "docker/wheels"):
         assert required in patterns, required
+
+
+def _fake_docker(tmp_path: Path, driver: str) -> tuple[dict[str, str], Path]:
+    """A `docker` on PATH that answers `info` (driver, data root = tmp_path) and logs every call."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "bin" / "docker"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'case "$*" in\n'
+        f'  "info --format {{{{.Driver}}}}") echo {driver} ;;\n'
+        f'  "info --format {{{{.DockerRootDir}}}}") echo {tmp_path} ;;\n'
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}, log
+
+
+@pytest.mark.parametrize(
+    ("driver", "need_gb", "removed"),
+    [("vfs", "100000000", True), ("vfs", "0", False), ("overlay2", "100000000", False)],
+)
+def test_make_room_removes_the_cpu_image_only_under_vfs_when_disk_is_short(
+    tmp_path: Path, driver: str, need_gb: str, removed: bool
+) -> None:
+    env, log = _fake_docker(tmp_path, driver)
+    result = subprocess.run(
+        ["bash", str(REPO / "docker" / "make-room.sh"), "capsule-cpu:latest"],
+        env={**env, "CAPSULE_DOCKER_NEED_GB": need_gb}, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text()
+    assert ("image rm capsule-cpu:latest" in calls) is removed
+    assert ("removing capsule-cpu:latest" in result.stdout) is removed
+    assert ("keeping capsule-cpu:latest" in result.stdout) is not removed
