@@ -90,7 +90,7 @@ docker-requirements:  ## re-resolve docker/requirements*.lock from docker/requir
 	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make docker-requirements" \
 	    $$name.in -o $$name.lock || exit 1; done
 
-docker-build:  ## build the GPU image, offline, on the same Debian base (building needs no GPU)
+docker-build: setup  ## build the GPU image, offline, on the same Debian base (building needs no GPU)
 	$(DOCKER_ENV) sh -c 'docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || bash docker/build-base.sh'
 	$(DOCKER_ENV) CAPSULE_BIN=$(VENV)/bin/capsule bash docker/build-image.sh docker/Dockerfile \
 	  docker/requirements.lock,docker/requirements.build.lock $(IMAGE):$(IMAGE_TAG) \
