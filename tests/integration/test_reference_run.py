@@ -50,3 +50,18 @@ def test_reference_report_and_readme_numbers(run: Path, monkeypatch: pytest.Monk
         cli, ["check-numbers", "README.md", str(run.relative_to(REPO) / "RESULTS.md")]
     )
     assert numbers.exit_code == 0, numbers.output + numbers.stderr
+
+
+COMPARISONS = sorted(REPO.glob("results/*/comparisons/*.md"))
+
+
+@pytest.mark.parametrize("comparison", COMPARISONS, ids=[str(c.relative_to(REPO)) for c in COMPARISONS])
+def test_committed_comparison_matches_its_two_runs(comparison: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(cli, ["check-numbers", str(comparison.relative_to(REPO))])
+    assert result.exit_code == 0, result.output + result.stderr
+
+
+def test_a_comparison_is_committed() -> None:
+    """Issue 15's deliverable: at least one committed two-run comparison of a reference plan."""
+    assert COMPARISONS, "no results/*/comparisons/*.md"
