@@ -37,12 +37,17 @@ def read_entries(ledger: Path) -> list[dict[str, Any]]:
 
 
 def write_rechained(ledger: Path, entries: list[dict[str, Any]]) -> None:
-    """Write `entries` as a valid chain: renumber `seq`, relink `prev`, recompute every `hash`, as a
-    forger who rewrites history would."""
-    prev, lines = GENESIS, []
+    """Write `entries` as a valid chain: renumber `seq`, relink `prev` and an import's `seal`,
+    recompute every `hash`, as a forger who rewrites history would."""
+    prev, lines, renamed = GENESIS, [], {}
     for seq, entry in enumerate(entries, start=1):
+        old_hash = entry.get("hash")
         entry = {key: value for key, value in entry.items() if key != "hash"}
         entry["seq"], entry["prev"] = seq, prev
+        if entry.get("seal") in renamed:  # an import names the seal it was made against: relink it too
+            entry["seal"] = renamed[entry["seal"]]
         entry["hash"] = prev = entry_hash(entry)
+        if old_hash is not None:
+            renamed[old_hash] = entry["hash"]
         lines.append(canonical_json(entry) + b"\n")
     ledger.write_bytes(b"".join(lines))

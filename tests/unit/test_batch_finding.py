@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from reference_runs import V2_RUN
+
 from capsule.analysis.schema import Analysis
 from capsule.report.batch_finding import batch_effects, batch_finding_block, contrasts_dtypes
 from capsule.report.document import render_report
@@ -15,7 +17,7 @@ from capsule.report.numbers import check_files
 from capsule.report.report_input import ReportInput
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE_RUN = next((REPO / "results" / "smollm2-135m").iterdir())  # fp32 contrasts only
+REFERENCE_RUN = V2_RUN  # fp32 contrasts only
 
 
 def _reference() -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from ledger_rewrite import commit_all, read_entries, write_rechained
+from reference_runs import V2_RUN
 
 from capsule.cli import cli
 from capsule.evidence.signing import generate_signer
@@ -28,7 +29,7 @@ from capsule.prereg.signers import add_signers
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 REPO = Path(__file__).resolve().parents[2]
-RUN = "results/smollm2-135m/20261129T211643Z-1f17cf8b"
+RUN = V2_RUN.relative_to(REPO).as_posix()
 ARM = "primary"
 
 

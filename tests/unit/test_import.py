@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ledger_rewrite import write_rechained
 from run_pair import copy_run, dry_run, new_root, sign
 
 from capsule.cli import cli
 from capsule.evidence.signing import fingerprint_of, generate_signer
 from capsule.hashing import canonical_json, sha256_file
-from capsule.prereg.chain import GENESIS, entry_hash
+from capsule.prereg.chain import entry_hash
 from capsule.prereg.ledger import Ledger, verify_ledger
 
 LEDGER = Path("prereg") / "ledger.jsonl"
@@ -139,22 +140,12 @@ def test_a_failed_signature_is_refused(setup: tuple[Path, Path, Path]) -> None:
     _assert_nothing_appended(ours, before)
 
 
-def _rechained(entries: list[dict], first_note: str) -> bytes:  # type: ignore[type-arg]
-    """The same entries with the first one's note changed and every hash and link recomputed: a
-    valid chain that is not ours."""
-    out, prev = [], GENESIS
-    for index, entry in enumerate(entries):
-        entry = {**entry, "prev": prev, **({"note": first_note} if index == 0 else {})}
-        entry["hash"] = entry_hash(entry)
-        prev = entry["hash"]
-        out.append(canonical_json(entry) + b"\n")
-    return b"".join(out)
-
-
 def test_a_foreign_ledger_not_chaining_to_our_seal_is_refused(setup: tuple[Path, Path, Path]) -> None:
     ours, run, their_ledger = setup
     before = (ours / LEDGER).read_bytes()
-    their_ledger.write_bytes(_rechained(Ledger.load(their_ledger).entries, "another history"))
+    entries = Ledger.load(their_ledger).entries
+    entries[0] = {**entries[0], "note": "another history"}
+    write_rechained(their_ledger, entries)  # a valid chain that is not ours
     _refused(ours, _import(ours, run, their_ledger), 3, "does not chain to")
     _assert_nothing_appended(ours, before)
 

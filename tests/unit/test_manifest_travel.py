@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from reference_runs import V2_RUN
 
 from capsule.errors import BadInputError
 from capsule.machine.diff import NUMERICS, OTHER, diff_manifests
@@ -16,7 +17,7 @@ from capsule.machine.manifest import build_manifest, load_manifest, validate_man
 from capsule.machine.numerics import PATH_DIGEST_PREFIX, numerics_env
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE_RUN = next((REPO / "results" / "smollm2-135m").iterdir())  # committed, schema_version 1
+REFERENCE_RUN = V2_RUN  # committed, schema_version 1
 
 
 @pytest.fixture(scope="module")

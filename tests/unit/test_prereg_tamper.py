@@ -55,7 +55,7 @@ def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     assert first_bundle is None or first_bundle > amended  # the amendment precedes any result
     again = ledger.superseded_by("prereg/smollm2-135m-v2/plan.toml")
     assert again is not None and again["path"] == "prereg/smollm2-135m-v3/plan.toml"
-    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers"}
+    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers", "import"}
 
 
 def test_copy_verifies_unmodified(copy_root: Path) -> None:
@@ -67,7 +67,7 @@ def _targets(root: Path) -> dict[Path, int | None]:
     ledger = Ledger.load(root / "prereg" / "ledger.jsonl")
     targets: dict[Path, int | None] = {root / "prereg" / "ledger.jsonl": None}
     for entry in ledger.entries:
-        if entry["kind"] == "bundle":  # a run's envelope: `capsule verify RUN` checks it, not the ledger
+        if entry["kind"] in ("bundle", "import"):  # a run's envelope: `capsule verify RUN` checks it
             continue
         latest = ledger.latest_for(entry["path"])
         assert latest is not None
@@ -128,9 +128,9 @@ def test_deleted_moved_duplicated_lines_are_named(copy_root: Path) -> None:
     lines = ledger.read_bytes().splitlines(keepends=True)
     n = len(lines)
     for i in range(n):
-        trailing_record = i == n - 1 and json.loads(lines[i])["kind"] in ("bundle", "signers")
+        trailing_record = i == n - 1 and json.loads(lines[i])["kind"] in ("bundle", "import", "signers")
         if trailing_record:
-            # Known limit of the chain alone (prereg/README.md): a deleted trailing bundle or signers
+            # Known limit of the chain alone (prereg/README.md): a deleted trailing bundle, import or signers
             # entry leaves a valid chain; the anchor catches it (test_ledger_anchor.py), and
             # `capsule verify RUN` fails for lack of the entry.
             ledger.write_bytes(b"".join(lines[:i]))
