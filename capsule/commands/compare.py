@@ -48,7 +48,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
     from capsule.errors import BadInputError
     from capsule.evidence.compare import compare_runs, comparison_renderer, named
     from capsule.report.comparison import marked_comparison, render_comparison
-    from capsule.report.numbers import update_comparison_text
+    from capsule.report.numbers import update_comparison_file
 
     if out is not None and update is not None:
         raise BadInputError("--out and --update: give one (--out writes a new file, --update rewrites one)")
@@ -57,17 +57,8 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
             f"{out}: exists; rewrite its comparison with --update {out}, or choose a new path"
         )
     if update is not None:
-        text = update.read_text(encoding="utf-8")
-        new, count = update_comparison_text(update, text, run_a, run_b, comparison_renderer(ledger_path))
-        if count == 0:
-            raise BadInputError(
-                f"{update}: no capsule:numbers region compares {run_a} against {run_b}; "
-                "add <!-- capsule:numbers run=A against=B block=comparison --> <!-- /capsule:numbers -->"
-            )
-        if new != text:
-            write_text_atomic(update, new)
-        state = "rewritten" if new != text else "already current"
-        click.echo(f"{update}: {count} comparison region(s) {state}")
+        count, changed = update_comparison_file(update, run_a, run_b, comparison_renderer(ledger_path))
+        click.echo(f"{update}: {count} comparison region(s) {'rewritten' if changed else 'already current'}")
         return
     result = compare_runs(run_a, run_b, ledger_path=ledger_path)
     for label in ("A", "B"):

@@ -299,15 +299,7 @@ def update_comparison_text(path: Path, text: str, run_a: Path, run_b: Path, comp
         r for r in find_regions(path, text)
         if r.against is not None and (r.run_dir(), r.against_dir()) == targets
     ]
-    lines = text.split("\n")
-    out: list[str] = []
-    position = 0
-    for region in regions:
-        out += lines[position : region.open_line]
-        out += _render_comparison_region(region, comparison).split("\n")
-        position = region.close_line - 1
-    out += lines[position:]
-    return "\n".join(out), len(regions)
+    return _splice(text, regions, lambda region: _render_comparison_region(region, comparison)), len(regions)
 
 
 def update_text(path: Path, text: str, run_dir: Path) -> tuple[str, int]:
@@ -320,15 +312,20 @@ def update_text(path: Path, text: str, run_dir: Path) -> tuple[str, int]:
     if not regions:
         return text, 0
     data = load_run(run_dir)
+    return _splice(text, regions, lambda region: render_block(region.block, data)), len(regions)
+
+
+def _splice(text: str, regions: list[Region], render: Callable[[Region], str]) -> str:
+    """`text` with the body of each of `regions` (in file order) replaced by `render(region)`."""
     lines = text.split("\n")
     out: list[str] = []
     position = 0
     for region in regions:
         out += lines[position : region.open_line]
-        out += render_block(region.block, data).split("\n")
+        out += render(region).split("\n")
         position = region.close_line - 1
     out += lines[position:]
-    return "\n".join(out), len(regions)
+    return "\n".join(out)
 
 
 def update_file(path: Path, run_dir: Path) -> int:
@@ -345,3 +342,19 @@ def update_file(path: Path, run_dir: Path) -> int:
     if new != text:
         write_text_atomic(path, new)
     return rewritten
+
+
+def update_comparison_file(path: Path, run_a: Path, run_b: Path, comparison: ComparisonRenderer
+                           ) -> tuple[int, bool]:
+    """Rewrite the comparison regions of `path` that quote `run_a` against `run_b`; (how many, whether
+    the file changed). BadInputError when no region quotes them, so a mistyped path is not a silent no-op."""
+    text = _read(path)
+    new, rewritten = update_comparison_text(path, text, run_a, run_b, comparison)
+    if rewritten == 0:
+        raise BadInputError(
+            f"{path}: no capsule:numbers region compares {run_a} against {run_b}; "
+            "add <!-- capsule:numbers run=A against=B block=comparison --> <!-- /capsule:numbers -->"
+        )
+    if new != text:
+        write_text_atomic(path, new)
+    return rewritten, new != text
