@@ -9,6 +9,8 @@
 # The signing key: $CAPSULE_SIGNING_DIR (default ~/.config/capsule/signing) is copied into a private
 # temporary directory readable by the container user and mounted read-only; without one the capsule
 # signs with an ephemeral key and says so.
+# $CAPSULE_CONTAINER_NAME, when set, names the container, so a caller that gives up on it (a timeout)
+# can stop it with `docker kill NAME` instead of leaving it running.
 set -euo pipefail
 
 image=${CAPSULE_CPU_IMAGE:-capsule-cpu:latest}
@@ -27,6 +29,8 @@ restore() {
 }
 trap restore EXIT INT TERM
 key_mount=()
+name_opt=()
+if [ -n "${CAPSULE_CONTAINER_NAME:-}" ]; then name_opt=(--name "$CAPSULE_CONTAINER_NAME"); fi
 if [ -f "$keys/signing.key.pem" ]; then
   cp "$keys/signing.key.pem" "$keys/signing.pub.pem" "$keydir/"
   chown -R "$run_uid:$run_gid" "$keydir"; chmod 0700 "$keydir"; chmod 0600 "$keydir/signing.key.pem"
@@ -35,7 +39,7 @@ fi
 if [ "$uid" = 0 ]; then chown -R "$run_uid:$run_gid" results prereg; fi
 
 # vLLM-CPU passes tensors through shared memory: Docker's default 64 MiB /dev/shm is too small
-docker run --rm --network=none --shm-size=2g --user "$run_uid:$run_gid" \
+docker run --rm "${name_opt[@]}" --network=none --shm-size=2g --user "$run_uid:$run_gid" \
   -e CAPSULE_IMAGE_DIGEST="$(docker image inspect --format '{{.Id}}' "$image")" \
   -v "$PWD/results:/home/capsule/study/results" \
   -v "$PWD/prereg:/home/capsule/study/prereg" \

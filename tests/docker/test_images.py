@@ -62,6 +62,25 @@ def _capsule(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subpro
     )
 
 
+def _run_named_container(
+    command: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run `command` (docker/run-cpu.sh) with its container named; on a timeout kill that container
+    before failing, so a stuck study does not keep running (and spinning both cores) after the test."""
+    name = f"capsule-test-{os.getpid()}-{int(time.time())}"
+    try:
+        return subprocess.run(
+            command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+            env={**env, "CAPSULE_CONTAINER_NAME": name},
+        )
+    except subprocess.TimeoutExpired:
+        killed = _docker("kill", name, timeout=60)
+        pytest.fail(
+            f"the container did not finish in {timeout:.0f} s; `docker kill {name}`: "
+            f"{'done' if killed.returncode == 0 else killed.stderr.strip()}"
+        )
+
+
 def _checkout_copy(root: Path) -> Path:
     """A directory shaped like a checkout for the run: prereg/ (plans, ledger) and an empty results/."""
     shutil.copytree(REPO / "prereg", root / "prereg")
@@ -90,9 +109,9 @@ def test_cpu_image_smoke_run_verifies_outside_and_matches_a_host_run(
     _require_image(CPU_IMAGE)
     inside = _checkout_copy(tmp_path / "inside")
     start = time.monotonic()
-    container = subprocess.run(
+    container = _run_named_container(
         ["bash", str(REPO / "docker" / "run-cpu.sh"), "reproduce", "--plan", SMOKE_PLAN, "--no-progress"],
-        cwd=inside, capture_output=True, text=True, timeout=1200,
+        cwd=inside, timeout=1200,
         env={**os.environ, "CAPSULE_CPU_IMAGE": CPU_IMAGE, "CAPSULE_SIGNING_DIR": str(signing_dir)},
     )
     inside_s = time.monotonic() - start
