@@ -10,6 +10,11 @@ restartable. Unset (always, outside tests), `crash_point` does nothing. The poin
     before-envelope      bundle.pub.pem written, bundle.dsse.json not yet
     before-ledger        the envelope written, the ledger's `bundle` entry not yet appended
     after-ledger         the entry appended (the run is finished)
+
+`capsule report --resign` passes through two more before the bundle points above:
+
+    resign-journaled     the undo journal written, nothing in the run changed yet
+    resign-documents     RESULTS.md and plots rewritten, bundle.json not yet
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ SIGNING_POINTS: tuple[str, ...] = (
     "before-ledger",
     "after-ledger",
 )
+RESIGN_POINTS: tuple[str, ...] = ("resign-journaled", "resign-documents")
 
 
 def crash_point(point: str) -> None:
     """SIGKILL this process here if `$CAPSULE_KILL_AT` names `point` (a test's injected crash)."""
-    if point not in SIGNING_POINTS:
+    if point not in SIGNING_POINTS + RESIGN_POINTS:
         raise ValueError(f"unknown crash point {point!r}")  # a typo in the code, never user input
     if os.environ.get(KILL_AT_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -21,6 +21,9 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     RESULTS.md, plots/<n>.png    the report
     bundle.json, bundle.dsse.json  the digest of every file above and its signature
     bundle.pub.pem               the signing key's public half, so a bundle verifies offline
+
+Beside a run directory, `.<run_id>.resign-undo/` exists only while `capsule report --resign` rewrites
+the run: the files it replaces (pipeline.resign_journal).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ BUNDLE = "bundle.json"
 ENVELOPE = "bundle.dsse.json"
 PUBLIC_KEY = "bundle.pub.pem"
 SERVERS = "servers"
+RESIGN_JOURNAL_SUFFIX = ".resign-undo"
 SERVER_COMMAND_SUFFIX = ".command.json"
 SERVER_LOG_SUFFIX = ".log"
 SERVER_PID_SUFFIX = ".pid.json"
@@ -201,6 +205,11 @@ class RunDir:
     def public_key(self) -> Path:
         """bundle.pub.pem: the public key the bundle was signed with."""
         return self.path / PUBLIC_KEY
+
+    @property
+    def resign_journal(self) -> Path:
+        """The undo journal of a re-sign in progress, beside the run directory (never bundled)."""
+        return self.path.parent / f".{self.path.name}{RESIGN_JOURNAL_SUFFIX}"
 
     @property
     def is_bundled(self) -> bool:

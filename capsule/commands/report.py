@@ -73,6 +73,8 @@ def report(
                 f"{run_dir}: not signed (no {run.bundle.name}); `capsule report {run_dir}` writes it"
             )
         result = resign_run(run_dir, ledger_path=ledger_path, signing_key=signing_key)
+        if result.recovered:
+            click.echo(result.recovered, err=True)
         if result.bundle is None:
             click.echo(f"{run_dir}: its report is already what this version renders; nothing re-signed")
             return

@@ -261,7 +261,21 @@ def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelop
 
 def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) -> VerifySummary:
     """Verify a bundled run directory against its signature, its files and the ledger; see module doc.
-    `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record)."""
+    `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record).
+    A run whose re-sign was interrupted (its undo journal is there) is refused, whatever its files say:
+    it is between two signatures until `capsule report RUN --resign` finishes or undoes that."""
+    journal = RunDir(run_dir).resign_journal
+    if journal.exists():
+        raise VerificationError(
+            f"{run_dir}: a `capsule report --resign` of this run was interrupted ({journal} holds the files "
+            f"it was replacing); run `capsule report {run_dir} --resign` to finish or undo it"
+        )
+    return verify_signed_state(run_dir, pubkey=pubkey, ledger_path=ledger_path)
+
+
+def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) -> VerifySummary:
+    """`verify_run`'s checks of the files as they stand, without refusing a run whose re-sign was
+    interrupted: what the re-sign's recovery asks to decide between finishing and undoing."""
     on_disk = list_run_files(run_dir)  # rejects symlinks and odd files before anything is read
     bundle_bytes, bundle = _read_index(run_dir)
     key, key_source = _choose_key(run_dir, pubkey)

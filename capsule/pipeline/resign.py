@@ -13,6 +13,9 @@ that they do. `resign_run` handles exactly that case, conservatively:
   analysis.json and manifest.json;
 - a new bundle is signed and a new `bundle` ledger entry appended after the old one, which stays:
   the ledger shows both signatures of the run, in order.
+- before anything is written, the files it will replace go into an undo journal
+  (`capsule.pipeline.resign_journal`), so a re-sign killed at any point is finished or undone by
+  running it again, and the run never stays in a state that verifies under neither signature.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from capsule.errors import VerificationError
 from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.evidence.trust import check_signer
-from capsule.evidence.verify import verify_run
+from capsule.evidence.verify import verify_run, verify_signed_state
+from capsule.faults import crash_point
 from capsule.jsonio import read_json_object
 from capsule.locks import hold
+from capsule.pipeline import resign_journal
 from capsule.prereg.ledger import Ledger
 from capsule.report.document import changed_outputs, render_outputs, write_outputs
 from capsule.run_dir import RunDir
@@ -34,11 +39,13 @@ from capsule.run_dir import RunDir
 
 @dataclass(frozen=True)
 class ResignResult:
-    """What re-signing did: the documents rewritten (empty: nothing to do) and the new bundle."""
+    """What re-signing did: the documents rewritten (empty: nothing to do), the new bundle, and what
+    finishing or undoing an earlier, interrupted re-sign did first (None: there was none)."""
 
     changed: list[str]
     bundle: BundleResult | None
     key_line: str
+    recovered: str | None = None
 
 
 def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = None) -> ResignResult:
@@ -53,6 +60,9 @@ def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = N
 
 def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -> ResignResult:
     """resign_run's steps, under the run directory's lock."""
+    recovered = resign_journal.recover(
+        run_dir, lambda: verify_signed_state(run_dir, pubkey=None, ledger_path=ledger_path)
+    )
     summary = verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
     signer, key_line = load_signing_key(signing_key)
     fingerprint = fingerprint_of(signer.public_key)
@@ -64,9 +74,14 @@ def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -
     rendered = render_outputs(run_dir, fingerprint=fingerprint)  # rendered once: compared, then written
     changed = changed_outputs(run_dir, rendered)
     if not changed:
-        return ResignResult([], None, key_line)
+        return ResignResult([], None, key_line, recovered)
+    resign_journal.snapshot(run_dir)
+    crash_point("resign-journaled")
     write_outputs(run_dir, rendered)
-    return ResignResult(changed, sign_again(run_dir, key=signer, ledger=Ledger.load(ledger_path)), key_line)
+    crash_point("resign-documents")
+    bundle = sign_again(run_dir, key=signer, ledger=Ledger.load(ledger_path))
+    resign_journal.discard(run_dir)
+    return ResignResult(changed, bundle, key_line, recovered)
 
 
 def sign_again(run_dir: Path, *, key: SigningKey, ledger: Ledger | None) -> BundleResult:

@@ -34,6 +34,7 @@ class Faults:
     fail_after: int = -1  # after this many successful generation requests, 503 forever (-1: never)
     truncate_next: int = 0  # cut this many streams short (no finish reason, no [DONE])
     no_choices_next: int = 0  # answer this many with a stream that has no choices
+    non_object_next: int = 0  # answer this many with a stream whose first event is JSON but not an object
     ignore_seed: bool = False  # tokens drawn from a counter: two identical requests differ
     no_token_ids: bool = False  # text only, like an endpoint without return_token_ids
     key: str | None = None  # require this bearer key
@@ -113,6 +114,8 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 faults.truncate_next -= 1 if truncate else 0
                 empty = faults.no_choices_next > 0
                 faults.no_choices_next -= 1 if empty else 0
+                scalar = faults.non_object_next > 0
+                faults.non_object_next -= 1 if scalar else 0
             if body.get("model") != MODEL_ID:
                 self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 return
@@ -124,18 +127,20 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 prompt_ids = list(body["prompt"])
             ids = state.reply_ids(prompt_ids, int(body.get("seed", 0)), int(body["max_tokens"]))
-            self._stream(body, prompt_ids, ids, truncate, empty)
-            if not (truncate or empty):
+            self._stream(body, prompt_ids, ids, truncate, empty, scalar)
+            if not (truncate or empty or scalar):
                 with state.lock:
                     state.served += 1
 
         def _stream(self, body: dict[str, Any], prompt_ids: list[int], ids: list[int], truncate: bool,
-                    empty: bool) -> None:  # fmt: skip
+                    empty: bool, scalar: bool = False) -> None:  # fmt: skip
             chat = "messages" in body
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
+            if scalar:
+                self.wfile.write(b"data: 5\n\n")
             events: list[dict[str, Any]] = []
             if empty:
                 events.append({"model": MODEL_ID, "choices": []})

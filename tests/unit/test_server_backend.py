@@ -151,6 +151,7 @@ def test_bounded_failures_stop_the_arm_keep_whole_batches_and_resume(tmp_path: P
         (Faults(no_token_ids=True), MODEL_ID, "no token_ids"),
         (Faults(no_choices_next=99), MODEL_ID, "held no choices"),
         (Faults(truncate_next=99), MODEL_ID, "truncated"),
+        (Faults(non_object_next=99), MODEL_ID, "malformed event '5' \\(not a JSON object\\)"),
     ],
 )
 def test_endpoint_faults_are_one_error_naming_the_endpoint(

@@ -162,6 +162,8 @@ def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: 
                     payload = json.loads(data)
                 except json.JSONDecodeError as error:
                     raise RequestFailed(f"{url}: malformed event {data[:80]!r} ({error})", True) from error
+                if not isinstance(payload, dict):
+                    raise RequestFailed(f"{url}: malformed event {data[:80]!r} (not a JSON object)", True)
                 if "error" in payload and not payload.get("choices"):
                     raise RequestFailed(f"{url}: the server reported {payload['error']}", retryable=True)
                 saw_choice = saw_choice or bool(payload.get("choices"))

@@ -1,0 +1,109 @@
+"""The undo journal of `capsule report --resign`: a re-sign killed at any point loses nothing.
+
+Re-signing rewrites several files of a signed run (RESULTS.md, plots/, bundle.json, bundle.pub.pem,
+bundle.dsse.json) and then appends a ledger entry; no single write covers them all, so a kill
+between two of them would leave a run that verifies under neither signature. Before the first of
+them changes, `snapshot` copies them into `RunDir.resign_journal` (beside the run directory, so it
+is never bundled) and writes the journal's index last. Until `discard` removes it:
+
+- `capsule verify` (and everything that verifies a run) refuses the run, naming the command that
+  finishes the re-sign;
+- the next `report --resign` calls `recover`: if the run verifies as it stands (the kill came after
+  the new ledger entry) the journal is dropped; otherwise the snapshot is put back, which verifies
+  as the run did before, and the re-sign starts over.
+
+A journal without its index was still being written when the kill came: nothing in the run had
+changed yet, so it is dropped.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from capsule.atomic import copy_atomic, write_json_atomic
+from capsule.errors import VerificationError
+from capsule.evidence.bundle import check_member_path
+from capsule.jsonio import read_json_object
+from capsule.run_dir import BUNDLE, ENVELOPE, PLOTS, PUBLIC_KEY, RESULTS, RunDir
+
+INDEX = "undo.json"  # written last: its presence says the copies are complete
+COPIES = "files"  # the copies, at their paths relative to the run directory
+TOP_LEVEL = (RESULTS, BUNDLE, PUBLIC_KEY, ENVELOPE)  # the top-level files a re-sign may rewrite
+
+
+def _in_scope(run: RunDir) -> list[str]:
+    """The run's files a re-sign may rewrite, create or remove, as relative paths: the top-level
+    ones, everything under plots/, and temporaries an atomic write killed midway left beside them."""
+    found = [name for name in TOP_LEVEL if (run.path / name).is_file()]
+    found += [path.name for name in TOP_LEVEL for path in run.path.glob(f".{name}.*.part") if path.is_file()]
+    if run.plots_dir.is_dir():
+        found += [f"{PLOTS}/{path.name}" for path in run.plots_dir.iterdir() if path.is_file()]
+    return sorted(found)
+
+
+def pending(run_dir: Path) -> bool:
+    """Whether a re-sign of `run_dir` was interrupted (its journal is still there)."""
+    return RunDir(run_dir).resign_journal.exists()
+
+
+def snapshot(run_dir: Path) -> None:
+    """Copy every file a re-sign may change into the journal, the index last. Call it, under the run's
+    lock, after the run verified and before anything in it is written."""
+    run = RunDir(run_dir)
+    journal = run.resign_journal
+    if journal.exists():  # `recover` runs first; a journal here now is a caller's bug, not user input
+        raise RuntimeError(f"{journal} already exists; recover() it before taking a new snapshot")
+    files = _in_scope(run)
+    for relative in files:
+        copy_atomic(run.path / relative, journal / COPIES / relative)
+    write_json_atomic(journal / INDEX, {"run_id": run.path.name, "files": files})
+
+
+def discard(run_dir: Path) -> None:
+    """Remove the journal: the index first, so a kill while the copies go reads as 'nothing to undo'."""
+    journal = RunDir(run_dir).resign_journal
+    (journal / INDEX).unlink(missing_ok=True)
+    shutil.rmtree(journal, ignore_errors=True)
+
+
+def restore(run_dir: Path) -> None:
+    """Put the snapshot back: every copied file over its path, and every file in scope that the
+    snapshot did not hold (a new plot, a temporary) removed. Repeatable: a kill here leaves the
+    journal, and the next `recover` restores again."""
+    run = RunDir(run_dir)
+    journal = run.resign_journal
+    index_path = journal / INDEX
+    index = read_json_object(index_path, "the re-sign journal", error=VerificationError)
+    files = index.get("files")
+    if not isinstance(files, list) or not all(isinstance(item, str) for item in files):
+        raise VerificationError(f"{index_path}: field 'files' must be a list of paths; remove the journal")
+    for item in files:
+        relative = check_member_path(item, str(index_path))
+        copy_atomic(journal / COPIES / relative, run.path / relative)
+    for relative in set(_in_scope(run)) - set(files):
+        (run.path / relative).unlink()
+
+
+def recover(run_dir: Path, verifies: Callable[[], object]) -> str | None:
+    """Finish or undo an interrupted re-sign of `run_dir` (None when there was none): what was done,
+    in one line. `verifies` checks the run as it stands, raising VerificationError when it does not."""
+    journal = RunDir(run_dir).resign_journal
+    if not journal.exists():
+        return None
+    if not (journal / INDEX).is_file():
+        discard(run_dir)
+        return f"an interrupted re-sign had not changed {run_dir} yet; removed its journal {journal}"
+    try:
+        verifies()
+    except VerificationError:
+        restore(run_dir)
+        discard(run_dir)
+        return f"put back the signed files an interrupted re-sign had replaced in {run_dir}"
+    envelope = RunDir(run_dir).envelope
+    unchanged = (journal / COPIES / ENVELOPE).read_bytes() == envelope.read_bytes()
+    discard(run_dir)
+    if unchanged:  # killed after the snapshot, before any write: the old signature still stands
+        return f"an interrupted re-sign had not changed {run_dir} yet; removed its journal {journal}"
+    return f"an interrupted re-sign of {run_dir} had finished (its ledger entry is there); removed {journal}"
