@@ -24,13 +24,13 @@ from pathlib import Path
 
 from capsule.atomic import copy_atomic, write_json_atomic
 from capsule.errors import VerificationError
-from capsule.evidence.bundle import check_member_path
+from capsule.evidence.bundle import BUNDLE_OUTPUTS, check_member_path
 from capsule.jsonio import read_json_object
-from capsule.run_dir import BUNDLE, ENVELOPE, PLOTS, PUBLIC_KEY, RESULTS, RunDir
+from capsule.run_dir import ENVELOPE, PLOTS, RESULTS, RunDir
 
 INDEX = "undo.json"  # written last: its presence says the copies are complete
 COPIES = "files"  # the copies, at their paths relative to the run directory
-TOP_LEVEL = (RESULTS, BUNDLE, PUBLIC_KEY, ENVELOPE)  # the top-level files a re-sign may rewrite
+TOP_LEVEL = (RESULTS, *sorted(BUNDLE_OUTPUTS))  # the top-level files a re-sign may rewrite
 
 
 def _in_scope(run: RunDir) -> list[str]:
@@ -41,11 +41,6 @@ def _in_scope(run: RunDir) -> list[str]:
     if run.plots_dir.is_dir():
         found += [f"{PLOTS}/{path.name}" for path in run.plots_dir.iterdir() if path.is_file()]
     return sorted(found)
-
-
-def pending(run_dir: Path) -> bool:
-    """Whether a re-sign of `run_dir` was interrupted (its journal is still there)."""
-    return RunDir(run_dir).resign_journal.exists()
 
 
 def snapshot(run_dir: Path) -> None:
@@ -92,9 +87,10 @@ def recover(run_dir: Path, verifies: Callable[[], object]) -> str | None:
     journal = RunDir(run_dir).resign_journal
     if not journal.exists():
         return None
+    untouched = f"an interrupted re-sign had not changed {run_dir} yet; removed its journal {journal}"
     if not (journal / INDEX).is_file():
         discard(run_dir)
-        return f"an interrupted re-sign had not changed {run_dir} yet; removed its journal {journal}"
+        return untouched
     try:
         verifies()
     except VerificationError:
@@ -105,5 +101,5 @@ def recover(run_dir: Path, verifies: Callable[[], object]) -> str | None:
     unchanged = (journal / COPIES / ENVELOPE).read_bytes() == envelope.read_bytes()
     discard(run_dir)
     if unchanged:  # killed after the snapshot, before any write: the old signature still stands
-        return f"an interrupted re-sign had not changed {run_dir} yet; removed its journal {journal}"
+        return untouched
     return f"an interrupted re-sign of {run_dir} had finished (its ledger entry is there); removed {journal}"

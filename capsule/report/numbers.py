@@ -334,13 +334,11 @@ def update_file(path: Path, run_dir: Path) -> int:
     BadInputError when none does, so a mistyped run path is not a silent no-op."""
     text = _read(path)
     new, rewritten = update_text(path, text, run_dir)
-    if rewritten == 0:
-        raise BadInputError(
-            f"{path}: no capsule:numbers region names run {run_dir}; "
-            "add <!-- capsule:numbers run=PATH block=NAME --> <!-- /capsule:numbers -->"
-        )
-    if new != text:
-        write_text_atomic(path, new)
+    _write_rewritten(
+        path, text, new, rewritten,
+        f"no capsule:numbers region names run {run_dir}; "
+        "add <!-- capsule:numbers run=PATH block=NAME --> <!-- /capsule:numbers -->",
+    )
     return rewritten
 
 
@@ -350,11 +348,18 @@ def update_comparison_file(path: Path, run_a: Path, run_b: Path, comparison: Com
     the file changed). BadInputError when no region quotes them, so a mistyped path is not a silent no-op."""
     text = _read(path)
     new, rewritten = update_comparison_text(path, text, run_a, run_b, comparison)
+    _write_rewritten(
+        path, text, new, rewritten,
+        f"no capsule:numbers region compares {run_a} against {run_b}; "
+        "add <!-- capsule:numbers run=A against=B block=comparison --> <!-- /capsule:numbers -->",
+    )
+    return rewritten, new != text
+
+
+def _write_rewritten(path: Path, text: str, new: str, rewritten: int, none_found: str) -> None:
+    """Write `new` over `path` when it differs from `text`; BadInputError `path: none_found` when no
+    region was rewritten, so a mistyped run path is not a silent no-op."""
     if rewritten == 0:
-        raise BadInputError(
-            f"{path}: no capsule:numbers region compares {run_a} against {run_b}; "
-            "add <!-- capsule:numbers run=A against=B block=comparison --> <!-- /capsule:numbers -->"
-        )
+        raise BadInputError(f"{path}: {none_found}")
     if new != text:
         write_text_atomic(path, new)
-    return rewritten, new != text
