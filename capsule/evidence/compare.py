@@ -55,10 +55,7 @@ def run_in_ledger(ledger_path: Path, run_id: str) -> bool:
     """Whether this repository's ledger records the run (a local `bundle` or an `import` entry)."""
     if not ledger_path.is_file():
         return False
-    return any(
-        entry.get("run_id") == run_id and entry.get("kind") in ("bundle", "import")
-        for entry in Ledger.load(ledger_path).entries
-    )
+    return Ledger.load(ledger_path).records_run(run_id)
 
 
 def verify_side(run_dir: Path, ledger_path: Path) -> VerifySummary:

@@ -101,9 +101,7 @@ def _check_shared_prefix(ours: Ledger, theirs: Ledger, upto: int) -> None:
 
 def _existing(ours: Ledger, run_id: str, envelope_sha256: str) -> dict[str, Any] | None:
     return next(
-        (entry for entry in ours.entries
-         if entry.get("kind") in ("bundle", "import") and entry.get("run_id") == run_id
-         and entry.get("sha256") == envelope_sha256),
+        (entry for entry in ours.run_entries(run_id) if entry.get("sha256") == envelope_sha256),
         None,
     )
 
@@ -141,9 +139,8 @@ def import_run(run_dir: Path, *, foreign_ledger: Path, ledger_path: Path, note: 
             f"ledger's record of its plan (entry {seal_index + 1})"
         )
     foreign = next(
-        e for e in reversed(theirs.entries)
-        if e.get("kind") == "bundle" and e.get("run_id") == summary.run_id
-        and e.get("sha256") == envelope_sha256
+        e for e in reversed(theirs.run_entries(summary.run_id))
+        if e.get("kind") == "bundle" and e.get("sha256") == envelope_sha256
     )
     entry = ours.current().append(
         "import", entry_path, envelope_sha256,

@@ -204,8 +204,8 @@ def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelop
     run imported from another machine, an import entry does). Returns the seqs of the plan record,
     the start head and the bundle (or import) entry."""
     entries: list[dict[str, Any]] = ledger.entries
-    imported = [e for e in entries if e.get("kind") == "import" and e.get("run_id") == bundle["run_id"]
-                and e.get("sha256") == envelope_sha256]
+    imported = [e for e in ledger.run_entries(bundle["run_id"])
+                if e.get("kind") == "import" and e.get("sha256") == envelope_sha256]
     if imported:
         return _check_import(ledger, ledger_path, bundle, imported[-1], fingerprint)
     position = {entry["hash"]: index for index, entry in enumerate(entries)}
@@ -236,7 +236,7 @@ def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelop
             f"{plan_entry.get('seq')} (in force at the run's start) records {plan_entry.get('sha256')}"
         )
     run_id = bundle["run_id"]
-    for_run = [entry for entry in entries if entry.get("kind") == "bundle" and entry.get("run_id") == run_id]
+    for_run = [entry for entry in ledger.run_entries(run_id) if entry.get("kind") == "bundle"]
     matching = [entry for entry in for_run if entry.get("sha256") == envelope_sha256]
     if not matching:
         recorded = ", ".join(str(entry.get("sha256")) for entry in for_run) or "no bundle entry"
@@ -301,8 +301,8 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
-    recorded = [e.get("seq") for e in ledger.entries if e.get("kind") == "bundle"
-                and e.get("run_id") == bundle["run_id"] and e.get("sha256") == envelope_sha256]
+    recorded = [e.get("seq") for e in ledger.run_entries(bundle["run_id"])
+                if e.get("kind") == "bundle" and e.get("sha256") == envelope_sha256]
     try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
         verdict = check_signer(
             ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,

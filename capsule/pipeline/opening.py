@@ -3,8 +3,9 @@
 `run.json` fixes the run's identity when it starts (plan path and sha256, the ledger head, the start
 time); a run directory made from other plan bytes is never reused, so results of two plans can never
 mix. A finished run is never reopened: a later reproduce starts a new one. A sealed run is finished
-once the ledger holds its `bundle` entry (`recorded_in`), a dry or ad-hoc run once its envelope is
-written (`signed`); a run killed while it was being signed is therefore resumed, and signed again.
+once the ledger records it (`recorded_in`: its `bundle` entry, or the `import` entry of a run made on
+another machine), a dry or ad-hoc run once its envelope is written (`signed`); a run killed while it
+was being signed is therefore resumed, and signed again.
 What else a run holds from its start, the sealed plan's copy and the machine's manifest, is written
 here too.
 
@@ -45,17 +46,15 @@ def signed(run: RunDir) -> bool:
 
 
 def recorded_in(ledger: Ledger) -> Finished:
-    """A sealed run is finished once `ledger` (as it is now) holds a `bundle` entry for its run id;
-    bundle files without that entry are the trace of a signing that was interrupted."""
+    """A sealed run is finished once `ledger` (as it is now) records its run id (`Ledger.records_run`:
+    a `bundle` or an `import` entry); bundle files without such an entry are the trace of a signing
+    that was interrupted. A run directory whose run.json cannot be read is never resumed either."""
     def finished(run: RunDir) -> bool:
         try:
             run_id = read_json_object(run.record, "run record").get("run_id")
         except (OSError, CapsuleError):
             return False
-        return any(
-            entry.get("kind") == "bundle" and entry.get("run_id") == run_id
-            for entry in ledger.current().entries
-        )
+        return isinstance(run_id, str) and ledger.current().records_run(run_id)
     return finished
 
 

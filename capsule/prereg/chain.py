@@ -19,6 +19,7 @@ from capsule.hashing import canonical_json, sha256_bytes, sha256_file
 GENESIS = "0" * 64
 KINDS = ("seal", "amend", "redact", "bundle", "signers", "import")
 FILE_KINDS = ("seal", "amend", "redact")  # records that fix a file's bytes
+RUN_KINDS = ("bundle", "import")  # records that a run is finished: signed here, or imported from elsewhere
 # `signers`: keys added to a sealed plan's trusted signers (`capsule.prereg.signers`); its `sha256` is
 # the plan's latest recorded hash, so it names the exact plan bytes it amends the trust of
 BASE_FIELDS = ("seq", "kind", "path", "sha256", "prev", "time", "note", "hash")

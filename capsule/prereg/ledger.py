@@ -31,6 +31,7 @@ from capsule.prereg.chain import (
     FILE_KINDS,
     GENESIS,
     KINDS,
+    RUN_KINDS,
     SHA256_HEX,
     check_relpath,
     entry_hash,
@@ -104,6 +105,16 @@ class Ledger:
             if entry.get("path") == path and entry.get("kind") in FILE_KINDS:
                 return entry
         return None
+
+    def run_entries(self, run_id: str) -> list[dict[str, Any]]:
+        """Every entry that records the run `run_id` as finished (a local `bundle` or an `import`), in
+        chain order: the one answer to "is this run recorded", which decides that a run is never
+        reopened, re-signed or resumed, and which entries `verify`, `compare` and `import` check."""
+        return [e for e in self.entries if e.get("kind") in RUN_KINDS and e.get("run_id") == run_id]
+
+    def records_run(self, run_id: str) -> bool:
+        """Whether any entry records the run `run_id` (see `run_entries`)."""
+        return bool(self.run_entries(run_id))
 
     def superseded_by(self, path: str) -> dict[str, Any] | None:
         """The latest amend entry whose `of` is `path` (the plan was amended), or None."""
