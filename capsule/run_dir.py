@@ -65,12 +65,12 @@ META_SUFFIX = ".meta.json"
 #: comparisons, `capsule generate --name`): a lowercase letter or digit first, then up to 63 of
 #: `[a-z0-9_.-]`. No separator, no leading dot, so a name can never leave the directory it is
 #: joined to (`../x`, `/abs`, `.hidden` are refused).
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # whole names only: fullmatch
 
 
 def name_problem(value: object) -> str | None:
     """Why `value` cannot name a file of a run (None when it can): the text of an error message."""
-    if isinstance(value, str) and NAME_RE.match(value):
+    if isinstance(value, str) and NAME_RE.fullmatch(value):
         return None
     return f"{value!r} must match {NAME_RE.pattern} (it names files)"
 

@@ -19,6 +19,7 @@ Beside them: both sides' metrics and the letter band (every possible letter eval
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +145,11 @@ def check_import(imported: HarnessImport, prompts: Mapping[int, Prompt], seed: i
         "n": len(imported.samples),
         "seed": seed,
         "think_blocks_removed": sum(s.think_removed for s in imported.samples),
+        "scored_text": dict(sorted(Counter(s.scored_field for s in imported.samples).items())),
+        "truncated_inputs": [
+            {"key": s.key, "tokens": s.truncated_tokens, "where": s.where}
+            for s in imported.samples if s.truncated_tokens
+        ],
         "metrics_pct": {"ours": our_values, "harness": harness_values},
         "band": {"ambiguous_keys": list(band.ambiguous_keys), "metrics_pct": band_pct},
         "harness_in_band": {

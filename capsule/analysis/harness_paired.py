@@ -14,6 +14,8 @@ from typing import Any
 from capsule.analysis.codec import encode
 from capsule.analysis.outcomes import check_metric, outcomes_from_scores
 from capsule.analysis.paired import paired_comparison
+from capsule.errors import BadInputError
+from capsule.generation.harness.samples import HarnessImport
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,16 @@ class PairedSettings:
 
 
 Rows = Sequence[dict[str, Any]]
+
+
+def require_common_prompts(first: HarnessImport, second: HarnessImport) -> None:
+    """Refuse two files that share no prompt: there is nothing to pair (BadInputError, one line)."""
+    if not {s.key for s in first.samples} & {s.key for s in second.samples}:
+        raise BadInputError(
+            f"{first.path} ({len(first.samples)} prompts) and {second.path} ({len(second.samples)} prompts) "
+            "share no prompt, so there is nothing to pair; nothing was written: give two runs "
+            "of common prompts"
+        )
 
 
 def paired_imports(

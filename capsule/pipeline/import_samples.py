@@ -21,7 +21,7 @@ from typing import Any
 
 import ifeval_scorer
 from capsule.analysis.harness_check import HarnessCheck, check_import, harness_score_rows
-from capsule.analysis.harness_paired import PairedSettings, paired_imports
+from capsule.analysis.harness_paired import PairedSettings, paired_imports, require_common_prompts
 from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.atomic import append_jsonl_durable, write_json_atomic
@@ -31,7 +31,7 @@ from capsule.generation.harness.rows import generation_rows
 from capsule.generation.harness.samples import HarnessImport
 from capsule.hashing import sha256_file
 from capsule.pipeline.stage_score import write_score_rows
-from capsule.run_dir import IMPORTS_ROOT, RunDir
+from capsule.run_dir import IMPORTS_ROOT, RunDir, safe_name
 from ifeval_scorer import Prompt, load_prompts
 
 IMPORT_VERSION = 1
@@ -51,17 +51,32 @@ class ImportRequest:
     paired: PairedSettings = field(default_factory=PairedSettings)
 
 
+#: What `arm_name` replaces in a lowercased file stem: anything `NAME_RE` does not allow in a name.
+_UNSAFE = re.compile(r"[^a-z0-9_.-]+")
+_NAME_LENGTH = 64  # NAME_RE's longest name
+
+
 def arm_name(path: Path) -> str:
-    """An arm name from a file name: its stem with anything but letters, digits, `.`, `_`, `-` as `-`."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", path.name.removesuffix(path.suffix)).strip("-.") or "import"
+    """An arm name from a file name as the harnesses write them (`samples_ifeval_<date>T<time>.jsonl`,
+    `details_ifeval|0_<date>T<time>.parquet`): the stem lowercased, each run of characters `NAME_RE` does not
+    allow as one `-`, no leading `-`, `_`, `.`, at most 64 characters; "import" when nothing is left."""
+    stem = _UNSAFE.sub("-", path.name.removesuffix(path.suffix).lower())
+    name = stem.lstrip("-_.")[:_NAME_LENGTH].rstrip("-.") or "import"
+    return safe_name(name, f"{path}: the arm name derived from the file name,")
 
 
 def arm_names(request: ImportRequest) -> list[str]:
-    """One arm name per file (the second gets `-against` when both stems agree)."""
+    """One arm name per file; two files giving the same name are refused (the arms would share files)."""
     names = [arm_name(request.path)]
     if request.against is not None:
         other = arm_name(request.against)
-        names.append(other if other != names[0] else f"{other}-against")
+        if other == names[0]:
+            raise BadInputError(
+                f"{request.path} and {request.against} both give the arm name {other!r} (names are the "
+                "file names lowercased, unsafe characters as '-'); nothing was written: copy one under "
+                "another name"
+            )
+        names.append(other)
     return names
 
 
@@ -91,8 +106,10 @@ def import_samples(request: ImportRequest) -> tuple[RunDir, dict[str, Any]]:
     files = [(request.harness, request.path)]
     if request.against is not None:
         files.append((request.against_harness or request.harness, request.against))
-    imports = [read_harness_file(harness, path, prompts) for harness, path in files]
     names = arm_names(request)
+    imports = [read_harness_file(harness, path, prompts) for harness, path in files]
+    if len(imports) == 2:
+        require_common_prompts(imports[0], imports[1])
     target = request.out or IMPORTS_ROOT / "-vs-".join(names)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BadInputError(

@@ -24,6 +24,14 @@ def arm_lines(name: str, summary: Mapping[str, Any]) -> list[str]:
         f"{name}: {summary['n']} samples, {summary['layout']}",
         f"  file {summary['file']} (sha256 {summary['file_sha256'][:16]}...)",
     ]
+    scored = ", ".join(f"{name} ({count})" for name, count in summary.get("scored_text", {}).items())
+    if scored:
+        lines.append(f"  text scored: {scored}")
+    cut = summary.get("truncated_inputs", [])
+    if cut:
+        keys = ", ".join(str(item["key"]) for item in cut[:LISTED])
+        lines.append(f"  WARNING: {plural(len(cut), 'input')} left-truncated by the harness (keys {keys}): "
+                     "the model answered a prompt it never saw whole; raise the harness's max length")
     if summary["think_blocks_removed"]:
         lines.append(f"  {plural(summary['think_blocks_removed'], 'response')} scored without its <think> "
                      "block, as the harness scores it")

@@ -18,6 +18,12 @@ from ifeval_scorer import METRICS, Prompt, evaluate_prompt
 
 Flips = Mapping[int, Mapping[str, bool]]  # instruction index -> {"strict"|"loose": stored verdict}
 
+# The file names each harness writes (a timestamp with a capital T, lighteval's `|` between task and
+# few-shot count), as lm-eval 0.4.13 and lighteval 0.13.0 named their files in the runs issue 30 reports.
+LM_EVAL_FILE = "samples_ifeval_2026-12-01T19-29-51.193973.jsonl"
+LIGHTEVAL_FILE = "details_ifeval|0_2026-12-01T20-19-23.902605.parquet"
+LIGHTEVAL_JSONL_FILE = "details_ifeval|0_2026-12-01T20-19-23.902605.jsonl"  # the same rows exported as JSONL
+
 
 def stored_verdicts(prompt: Prompt, scored_text: str, flips: Flips | None = None) -> dict[str, Any]:
     """The four per-sample metrics a harness stores: ours at seed 0 on `scored_text`, with `flips`."""
@@ -57,8 +63,21 @@ def lm_eval_row(doc_id: int, prompt: Prompt, response: str, flips: Flips | None 
 
 
 def lighteval_row(prompt: Prompt, text: str, scored_text: str | None = None,
-                  flips: Flips | None = None) -> dict[str, Any]:
-    """One lighteval >= 0.10 details row (doc, model_response, metric) of its ifeval task."""
+                  flips: Flips | None = None, post_processed: str | None = None,
+                  truncated: int = 0) -> dict[str, Any]:
+    """One lighteval >= 0.10 details row (doc, model_response, metric) of its ifeval task.
+
+    `post_processed` given: the row as lighteval 0.13 writes it, `model_response` with every field of
+    its ModelResponse, `text_post_processed` the text it scored (and stored verdicts on that text);
+    `truncated`: its `truncated_tokens_count`."""
+    scored = post_processed if scored_text is None else scored_text
+    response: dict[str, Any] = {"input": prompt.prompt, "text": [text], "output_tokens": [], "logprobs": []}
+    if post_processed is not None:
+        response.update({
+            "input_tokens": [1, 2, 3], "text_post_processed": [post_processed], "reasonings": [None],
+            "argmax_logits_eq_gold": [], "logits": None, "unconditioned_logprobs": None,
+            "truncated_tokens_count": truncated, "padded_tokens_count": 0,
+        })  # fmt: skip
     return {
         "doc": {
             "query": prompt.prompt,
@@ -69,8 +88,8 @@ def lighteval_row(prompt: Prompt, text: str, scored_text: str | None = None,
                          "kwargs": [dict(k) for k in prompt.kwargs]},
             "task_name": "extended|ifeval",
         },
-        "model_response": {"input": prompt.prompt, "text": [text], "output_tokens": [], "logprobs": []},
-        "metric": stored_verdicts(prompt, text if scored_text is None else scored_text, flips),
+        "model_response": response,
+        "metric": stored_verdicts(prompt, text if scored is None else scored, flips),
     }
 
 

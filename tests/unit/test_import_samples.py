@@ -14,10 +14,20 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from harness_fixtures import lighteval_legacy_row, lighteval_row, lm_eval_row, write_jsonl
+from harness_fixtures import (
+    LIGHTEVAL_FILE,
+    LIGHTEVAL_JSONL_FILE,
+    LM_EVAL_FILE,
+    lighteval_legacy_row,
+    lighteval_row,
+    lm_eval_row,
+    write_jsonl,
+)
 
 from capsule.cli import cli
-from capsule.pipeline.import_samples import ImportRequest, import_samples
+from capsule.generation.harness.lighteval import POST_PROCESSED
+from capsule.pipeline.import_samples import ImportRequest, arm_name, import_samples
+from capsule.run_dir import name_problem
 from ifeval_scorer import Prompt, evaluate_prompt, load_prompts
 from ifeval_scorer.rule import LETTERS
 
@@ -91,7 +101,9 @@ def test_imported_rows_are_capsule_generations_and_scores(tmp_path: Path, prompt
     rows = [json.loads(line) for line in generations.read_text().splitlines()]
     assert [r["key"] for r in rows] == [1001, 1162, LETTER_KEY, LANGDETECT_KEY, 1005]
     assert rows[2]["response"] == LETTER_TEXT and rows[2]["arm"] == "s"
-    assert rows[2]["source"] == {"harness": "lm-eval", "where": f"{samples}:3"}
+    assert rows[2]["source"] == {
+        "harness": "lm-eval", "where": f"{samples}:3", "scored": "filtered_resps[0]", "truncated_tokens": 0
+    }
     meta = json.loads((tmp_path / "out" / "generations" / "s.meta.json").read_text())
     assert meta["imported"]["harness"] == "lm-eval" and meta["status"] == "complete"
     rescored = tmp_path / "rescored.jsonl"
@@ -248,15 +260,126 @@ def test_parquet_details_need_pyarrow_or_are_read(tmp_path: Path, prompts: dict)
         import pyarrow as arrow
         import pyarrow.parquet as parquet
     except ImportError:
-        path = tmp_path / "details.parquet"
+        path = tmp_path / LIGHTEVAL_FILE
         path.write_bytes(b"PAR1" + b"\0" * 16)
         result = run(tmp_path, "lighteval", str(path))
         assert result.exit_code == 2 and "pyarrow" in result.output and "JSONL" in result.output
         return
     for row in rows:  # google/IFEval's kwargs carry every field, None where unused (parquet needs one)
         row["doc"]["specific"]["kwargs"] = [{"num_words": None}]
-    path = tmp_path / "details.parquet"
+    path = tmp_path / LIGHTEVAL_FILE
     parquet.write_table(arrow.Table.from_pylist(rows), path)
     result = run(tmp_path, "lighteval", str(path))
     assert result.exit_code == 0, result.output
-    assert record(tmp_path)["arms"]["details"]["n"] == 2
+    assert record(tmp_path)["arms"]["details_ifeval-0_2026-12-01t20-19-23.902605"]["n"] == 2
+
+
+def test_lighteval_0_13_parquet_under_its_own_name(in_tmp: Path, prompts: dict) -> None:
+    """`capsule import-samples lighteval 'details_ifeval|0_<date>T<time>.parquet'` as the issue gives
+    it: a file in lighteval 0.13's layout (text_post_processed, truncated_tokens_count) under the name
+    it writes."""
+    arrow = pytest.importorskip("pyarrow")
+    parquet = pytest.importorskip("pyarrow.parquet")
+    rows = [lighteval_row(prompts[1001], "<think>a, b</think>No commas", post_processed="No commas"),
+            lighteval_row(prompts[1162], "Words", post_processed="Words", truncated=7)]
+    for row in rows:
+        row["doc"]["specific"]["kwargs"] = [{"num_words": None}]
+    parquet.write_table(arrow.Table.from_pylist(rows), in_tmp / LIGHTEVAL_FILE)
+    result = CliRunner().invoke(cli, ["import-samples", "lighteval", str(in_tmp / LIGHTEVAL_FILE)])
+    assert result.exit_code == 0, result.output
+    (summary,) = json.loads((in_tmp / "runs/imports/details_ifeval-0_2026-12-01t20-19-23.902605"
+                             / "import.json").read_text())["arms"].values()
+    assert summary["scored_text"] == {POST_PROCESSED: 2} and summary["disagreements"] == []
+    assert [item["key"] for item in summary["truncated_inputs"]] == [1162]
+
+
+@pytest.fixture()
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory is tmp_path, so the default output runs/imports/<name> lands there."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_harnesses_own_file_names_import_without_out(in_tmp: Path, prompts: dict) -> None:
+    """The README's commands with the names lm-eval 0.4.13 and lighteval 0.13.0 write (a capital T,
+    a `|`): each imports into runs/imports/<its name lowercased, `|` as `-`>."""
+    samples = write_jsonl(in_tmp / LM_EVAL_FILE, lm_eval_rows(prompts))
+    result = CliRunner().invoke(cli, ["import-samples", "lm-eval", str(samples)])
+    assert result.exit_code == 0, result.output
+    arm = "samples_ifeval_2026-12-01t19-29-51.193973"
+    assert (in_tmp / "runs" / "imports" / arm / "generations" / f"{arm}.jsonl").is_file()
+    details = write_jsonl(in_tmp / LIGHTEVAL_JSONL_FILE, [lighteval_row(prompts[1001], "No commas")])
+    result = CliRunner().invoke(cli, ["import-samples", "lighteval", str(details)])
+    assert result.exit_code == 0, result.output
+    arm = "details_ifeval-0_2026-12-01t20-19-23.902605"
+    assert (in_tmp / "runs" / "imports" / arm / "scores" / f"{arm}.jsonl").is_file()
+    result = CliRunner().invoke(cli, ["import-samples", "lm-eval", str(samples), "--against", str(details),
+                                      "--against-harness", "lighteval"])
+    assert result.exit_code == 0, result.output
+    assert (in_tmp / "runs" / "imports" / f"samples_ifeval_2026-12-01t19-29-51.193973-vs-{arm}").is_dir()
+
+
+@pytest.mark.parametrize(("file_name", "arm"), [
+    (LM_EVAL_FILE, "samples_ifeval_2026-12-01t19-29-51.193973"),
+    (LIGHTEVAL_FILE, "details_ifeval-0_2026-12-01t20-19-23.902605"),
+    ("details_extended|ifeval|0_2026.jsonl", "details_extended-ifeval-0_2026"),
+    ("Run A (copy).jsonl", "run-a-copy"),
+    ("..hidden.jsonl", "hidden"),
+    ("___.jsonl", "import"),
+    ("é.jsonl", "import"),
+    ("x" * 80 + ".jsonl", "x" * 64),
+])
+def test_arm_names_are_the_file_names_made_safe(file_name: str, arm: str) -> None:
+    name = arm_name(Path("some/dir") / file_name)
+    assert name == arm and name_problem(name) is None
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("Run_A.jsonl", "run_a.jsonl"),  # differ only in case
+    ("run|a.jsonl", "run a.jsonl"),  # differ only in unsafe characters
+    ("a/" + LM_EVAL_FILE, "b/" + LM_EVAL_FILE),  # one name in two directories
+])
+def test_two_files_giving_one_arm_name_are_refused(tmp_path: Path, prompts: dict, first: str,
+                                                   second: str) -> None:
+    paths = [tmp_path / first, tmp_path / second]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(path, lm_eval_rows(prompts))
+    result = run(tmp_path, "lm-eval", str(paths[0]), "--against", str(paths[1]))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "both give the arm name" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_files_with_no_common_prompt_are_one_error(tmp_path: Path, prompts: dict) -> None:
+    rows = lm_eval_rows(prompts)
+    first, second = write_jsonl(tmp_path / "a.jsonl", rows[:2]), write_jsonl(tmp_path / "b.jsonl", rows[2:])
+    result = run(tmp_path, "lm-eval", str(first), "--against", str(second))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "share no prompt" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_lighteval_scored_text_is_the_recorded_one_and_truncation_is_flagged(
+    tmp_path: Path, prompts: dict
+) -> None:
+    """lighteval 0.13 records the text it scored (text_post_processed, after --reasoning-tags): it is
+    scored as recorded, even where removing <think> blocks would give another text, and said so; a
+    left-truncated input is flagged."""
+    raw = "[reasoning]first, second[/reasoning]An answer without any comma"
+    rows = [
+        lighteval_row(prompts[1001], raw, post_processed="An answer without any comma"),
+        lighteval_row(prompts[1162], "Words", post_processed="Words", truncated=12),
+    ]
+    result = run(tmp_path, "lighteval", str(write_jsonl(tmp_path / LIGHTEVAL_JSONL_FILE, rows)))
+    assert result.exit_code == 0, result.output
+    (summary,) = record(tmp_path)["arms"].values()
+    assert summary["scored_text"] == {POST_PROCESSED: 2} and summary["disagreements"] == []
+    assert summary["truncated_inputs"] == [
+        {"key": 1162, "tokens": 12, "where": f"{tmp_path / LIGHTEVAL_JSONL_FILE}:2"}
+    ]
+    assert f"text scored: {POST_PROCESSED} (2)" in result.output
+    assert "1 input left-truncated by the harness (keys 1162)" in result.output
+    first = json.loads(next((tmp_path / "out" / "generations").glob("*.jsonl")).read_text().splitlines()[0])
+    assert first["raw"] == raw and first["response"] == "An answer without any comma"
+    assert first["source"]["scored"] == POST_PROCESSED

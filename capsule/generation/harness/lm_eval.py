@@ -34,6 +34,7 @@ from ifeval_scorer import METRICS, Prompt
 
 HARNESS = LM_EVAL
 LAYOUT = "lm-eval 0.4.x --log_samples (samples_ifeval_*.jsonl)"
+SCORED_FIELD = "filtered_resps[0]"  # what the ifeval task's process_results receives
 FIX = "give an lm-eval 0.4 `--log_samples` file of the ifeval task (samples_ifeval_*.jsonl)"
 
 
@@ -61,7 +62,8 @@ def lm_eval_sample(
     response = first_text(where, row["filtered_resps"], "filtered_resps")
     raw = first_text(where, row["resps"], "resps") if row.get("resps") else response
     verdicts = harness_verdicts(where, row, len(prompts[key].instruction_id_list), "")
-    return ImportedSample(key=key, where=where, raw=raw, response=response, verdicts=verdicts)
+    return ImportedSample(key=key, where=where, raw=raw, response=response, verdicts=verdicts,
+                          scored_field=SCORED_FIELD)
 
 
 def read_lm_eval(records: Records, prompts: Mapping[int, Prompt]) -> list[ImportedSample]:

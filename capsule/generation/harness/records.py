@@ -8,6 +8,7 @@ to install it or convert the file.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,8 @@ def _parquet_records(path: Path) -> Records:
         import pyarrow.parquet as parquet
     except ImportError as error:
         raise UnavailableError(
-            f"{path}: a parquet file, and pyarrow is not installed here; `pip install pyarrow`, or "
+            f"{path}: a parquet file, and pyarrow is not installed here; `{sys.executable} -m pip install "
+            "pyarrow` (off the numerics path: an unfinished run still resumes), or "
             "convert it to JSONL (datasets: load_dataset('parquet', data_files=F)['train'].to_json(OUT))"
         ) from error
     try:

@@ -33,7 +33,8 @@ def generation_rows(imported: HarnessImport, arm: str, prompts: Mapping[int, Pro
             "batch_size": None,
             "seed": None,
             "elapsed_s": None,
-            "source": {"harness": imported.harness, "where": sample.where},
+            "source": {"harness": imported.harness, "where": sample.where, "scored": sample.scored_field,
+                       "truncated_tokens": sample.truncated_tokens},
         }
         for sample in imported.samples
     ]

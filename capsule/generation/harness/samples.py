@@ -29,7 +29,9 @@ class ImportedSample:
     raw: str  # the model's text as the harness stored it
     response: str  # the text the harness scored (raw, less what the harness itself strips)
     verdicts: Mapping[str, Mapping[str, Any]]  # {"strict"|"loose": {"prompt": bool, "instructions": [bool]}}
-    think_removed: bool = False  # the harness strips <think>...</think> blocks before scoring
+    think_removed: bool = False  # the text scored is the stored text less what the harness stripped
+    scored_field: str = ""  # where `response` came from: the field, or how it was derived from `raw`
+    truncated_tokens: int = 0  # prompt tokens the harness cut from the left of the input before generating
 
 
 @dataclass(frozen=True)
