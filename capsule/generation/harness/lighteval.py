@@ -9,16 +9,16 @@ Two row layouts are supported, told apart by their columns:
   `specifics` (`instructions_id_list`, `kwargs`), beside `full_prompt`, `gold`, `choices` ...
 
 Rows carry no IFEval key, so each is matched to a pinned prompt by its exact text. The text scored:
-lighteval records it where its version does (0.13 does): `model_response.text_post_processed`
-(the generation less what `--reasoning-tags` removes), and that is scored here as it is; without
-it, lighteval's IFEval metric removes `<think>...</think>` blocks before it checks a response
-(since its fix of issue 790), so the text scored is the stored text less those blocks. Each sample says which (`scored_field`), and a
-difference that the stored text explains is reported as such. `model_response.truncated_tokens_count`
-(prompt tokens lighteval cut from the left of the input; its transformers backend, for one, keeps
-only as many input tokens as its `max_length` leaves beside `max_new_tokens`) is kept, so an import
-flags answers to a prompt the model never saw whole. Parquet needs pyarrow; the same rows as JSONL
-work without it. Later lighteval versions whose IFEval metric stores only prompt-level verdicts are
-refused (the instruction-level fields are missing).
+lighteval records it where its version does (0.13 does): `model_response.text_post_processed` (the
+generation less what `--reasoning-tags` removes), and that is scored here as it is; without it,
+lighteval's IFEval metric removes `<think>...</think>` blocks before it checks a response (since its
+fix of issue 790), so the text scored is the stored text less those blocks. Each sample says which
+(`scored_field`), and a difference that the stored text explains is reported as such.
+`model_response.truncated_tokens_count` (prompt tokens lighteval cut from the left of the input; its
+transformers backend, for one, keeps only as many input tokens as its `max_length` leaves beside
+`max_new_tokens`) is kept, so an import flags answers to a prompt the model never saw whole. Parquet
+needs pyarrow; the same rows as JSONL work without it. Later lighteval versions whose IFEval metric
+stores only prompt-level verdicts are refused (the instruction-level fields are missing).
 """
 
 from __future__ import annotations
