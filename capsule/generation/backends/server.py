@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capsule.errors import UnavailableError
 from capsule.generation.backends import BackendContext, Completion, DoneCallback, Request, arm_options
+from capsule.generation.backends.arm_env import engine_arguments, usage_stats_env
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.backends.server_endpoint import Endpoint, connect
 from capsule.generation.backends.server_launch import (
@@ -86,7 +87,10 @@ class ServerBackend:
         self.options = arm_options(self.name, arm)
         self.loader = resolve_loader(model_dir, loader)
         self.stop_ids = stop_token_ids(model_dir)
-        self.dtype, self.batch_size, self.arm_env = arm.dtype, arm.batch_size, arm.env
+        self.dtype, self.batch_size = arm.dtype, arm.batch_size
+        # what a launched server runs with beside our environment: usage statistics off unless the arm
+        # opts in, then the arm's own env (recorded in the launch record and describe())
+        self.launch_env = {**usage_stats_env(self.options), **arm.env}
         self.thinking = arm.thinking
         self.concurrency = int(self.options["concurrency"])  # type: ignore[call-overload]
         self.api = str(self.options["api"])
@@ -119,12 +123,12 @@ class ServerBackend:
 
             run = RunDir(Path(tempfile.mkdtemp(prefix="capsule-server-")))
         self.leftovers = stop_leftovers(run)
-        engine = {k: v for k, v in self.options.items() if k not in SERVER_CLIENT_OPTIONS}
+        engine = engine_arguments({k: v for k, v in self.options.items() if k not in SERVER_CLIENT_OPTIONS})
         self.server = launch(
             run,
             arm.name,
             lambda port: launch_command(model_dir, arm.dtype, arm.batch_size, port, engine),
-            dict(arm.env),
+            self.launch_env,
         )
         started = time.monotonic()
         health_s = wait_healthy(self.server, self.client, float(self.options["startup_timeout_s"]))  # type: ignore[arg-type]
@@ -132,7 +136,7 @@ class ServerBackend:
         endpoint = connect(self.client, self.server.base_url, None, model_id, key=self.server.api_key)
         self.server.record(
             {"status": "running", "health_after_s": round(health_s, 1), "reported": endpoint.reported,
-             "startup_s": round(time.monotonic() - started, 1), "env": dict(arm.env)}
+             "startup_s": round(time.monotonic() - started, 1), "env": self.launch_env}
         )  # fmt: skip
         return endpoint
 
@@ -308,7 +312,7 @@ class ServerBackend:
                 "dtype": self.dtype,
                 "max_num_seqs": self.batch_size,
                 "engine_options": {k: v for k, v in self.options.items() if k not in SERVER_CLIENT_OPTIONS},
-                "env": dict(self.arm_env),
+                "env": self.launch_env,
                 "stopped_leftover_pids": self.leftovers,
             }
         else:

@@ -28,7 +28,7 @@ from capsule.generation.backends import (
     Request,
     arm_options,
 )
-from capsule.generation.backends.arm_env import ArmEnv
+from capsule.generation.backends.arm_env import ArmEnv, engine_arguments, usage_stats_env
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 from capsule.prereg.backend_specs import SPECS
@@ -97,7 +97,7 @@ class VLLMBackend:
         self.stop_ids = stop_token_ids(model_dir)
         quiet = {key: value for key, value in QUIET_LOGGING.items() if key not in os.environ}
         # read by the engine process when it starts; restored by close()
-        self._env = ArmEnv({**quiet, **arm.env})
+        self._env = ArmEnv({**quiet, **usage_stats_env(self.options), **arm.env})
         import vllm
 
         # the in-process logger was configured when vllm was first imported, perhaps before this
@@ -105,7 +105,7 @@ class VLLMBackend:
         if isinstance(level, int):
             logging.getLogger("vllm").setLevel(level)
 
-        kwargs: dict[str, Any] = {k: v for k, v in self.options.items() if v is not None}
+        kwargs: dict[str, Any] = {k: v for k, v in engine_arguments(self.options).items() if v is not None}
         try:
             self.llm: Any = vllm.LLM(
                 model=str(model_dir),
