@@ -188,7 +188,7 @@ def generate(
         target = sealed_target(plan_path, arm_name, model_dir, dry_run)
     else:
         options = AdhocOptions(name, backend, dtype, batch_size, batch_order, seed, max_new_tokens)
-        target = adhoc_target(options, keys_text, first, model_dir, dry_run)
+        target = adhoc_target(options, keys_text, first, model_dir, dry_run, endpoint=endpoint is not None)
     explicit = out_dir / "dry-run" if out_dir is not None and dry_run else out_dir
     result = generate_target(target, explicit, progress=not no_progress, endpoint=endpoint,
                              key_env=endpoint_key_env)  # fmt: skip

@@ -10,6 +10,7 @@ aside). Cost caps (`capsule.generation.dispatch`) stop after the current batch a
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from capsule.generation.backends import (
     check_reusable,
     load_backend,
 )
+from capsule.generation.backends.server_endpoint import endpoint_arm
 from capsule.generation.batching import execution_order, form_batches
 from capsule.generation.chat import ChatTokenizer, load_chat_tokenizer
 from capsule.generation.dispatch import WallClock, dispatch, within_max_prompts
@@ -33,6 +35,7 @@ from capsule.generation.rows import RowWriter, progress_bar, render_inputs
 from capsule.generation.store import ArmStore, arm_identity
 from capsule.hashing import sha256_ids
 from capsule.prereg.adhoc import check_arm
+from capsule.prereg.backend_specs import SERVER_BACKEND
 from capsule.prereg.plan import Arm, Subset
 from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt
@@ -120,8 +123,10 @@ def run_arm_job(
     job: ArmJob, *, backend: Backend | None = None, tokenizer: ChatTokenizer | None = None
 ) -> ArmResult:
     """`generate_arm` for a prepared job: validate, then generate what the arm's files still lack."""
+    check_arm(job.arm)
+    if job.endpoint is not None and job.arm.backend == SERVER_BACKEND:
+        job = dataclasses.replace(job, arm=endpoint_arm(job.arm))  # recorded as it applies
     arm = job.arm
-    check_arm(arm)
     if backend is None:
         check_backend(arm.backend)
     else:

@@ -21,6 +21,7 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import subset_keys
 from capsule.generation.backends import check_backend
 from capsule.generation.backends.fake import dry_run_arm
+from capsule.generation.backends.server_endpoint import endpoint_arm
 from capsule.hashing import sha256_file
 from capsule.prereg.adhoc import (
     ADHOC_PLAN_PATH,
@@ -32,6 +33,7 @@ from capsule.prereg.adhoc import (
     adhoc_sha256,
     parse_arm_table,
 )
+from capsule.prereg.backend_specs import SERVER_BACKEND
 from capsule.prereg.ledger import Ledger, require_sealed
 from capsule.prereg.loader import load_plan
 from capsule.prereg.plan import Arm
@@ -115,15 +117,20 @@ def selected_keys(keys_text: str | None, first: int | None, prompts: dict[int, P
 
 
 def adhoc_target(
-    options: AdhocOptions, keys_text: str | None, first: int | None, model_dir: Path | None, dry_run: bool
+    options: AdhocOptions, keys_text: str | None, first: int | None, model_dir: Path | None, dry_run: bool,
+    endpoint: bool = False,
 ) -> Target:
     """A greedy arm from options, read by the plan loader, on the pinned prompts and the embedded
-    model (or `model_dir`); a dry run swaps in the fake backend after the options are checked."""
+    model (or `model_dir`); a dry run swaps in the fake backend after the options are checked. A
+    server arm against a given `endpoint` records only what applies to one (`endpoint_arm`)."""
     table = adhoc_arm_table(options)
     arm = parse_arm_table(table, ADHOC_SOURCE)  # the options as given must pass, dry run or not
     if dry_run:
         table = adhoc_arm_table(dataclasses.replace(options, backend="fake"))
         arm = parse_arm_table(table, ADHOC_SOURCE)
+    elif endpoint and arm.backend == SERVER_BACKEND:  # the arm itself is narrowed as it runs (arm_runner)
+        applied = endpoint_arm(arm)
+        table = {**table, "backend_options": dict(applied.backend_options), "env": dict(applied.env)}
     check_backend(arm.backend)
     prompts_path = fetch_prompts().path
     prompts = load_prompts(prompts_path)

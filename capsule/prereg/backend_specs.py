@@ -58,6 +58,7 @@ class BackendSpec:
 
 _TOKENS = 1_048_576  # the most tokens of context (or per step) an option may ask for: 8x the longest today
 
+SERVER_BACKEND = "server"  # an OpenAI-compatible endpoint: launched for the arm, or given (--endpoint)
 FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdicts are of fake data
 
 # Whether vLLM may send usage statistics to its maintainers (it does by default). Not an engine
@@ -144,6 +145,14 @@ SERVER_CLIENT_OPTIONS: dict[str, Option] = {
     "model_id": Option(str, "the endpoint's model id; None: the launched name, or an endpoint's only model"),
 }
 
+
+
+def endpoint_options(options: Mapping[str, object]) -> dict[str, object]:
+    """What of a server arm's `backend_options` applies to an endpoint the capsule did not launch (its
+    client options): the engine options, like the arm's env, configure a server it starts only."""
+    return {name: value for name, value in options.items() if name in SERVER_CLIENT_OPTIONS}
+
+
 SPECS: dict[str, BackendSpec] = {
     "hf": BackendSpec(
         "capsule.generation.backends.hf:HFBackend",
@@ -163,7 +172,7 @@ SPECS: dict[str, BackendSpec] = {
         VLLM_ENGINE_OPTIONS,
         scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
     ),
-    "server": BackendSpec(
+    SERVER_BACKEND: BackendSpec(
         "capsule.generation.backends.server:ServerBackend",
         ("httpx",),
         "pip install httpx (and vllm, to launch a server)",

@@ -8,11 +8,14 @@ The key is read from an environment variable and lives only in the request heade
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from capsule.errors import BadInputError, UnavailableError
+from capsule.prereg.backend_specs import endpoint_options
+from capsule.prereg.plan import Arm
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,13 @@ class Endpoint:
     headers: dict[str, str] = field(repr=False)  # holds the key: never recorded
     reported: dict[str, Any]
     key_env: str | None  # the variable the key came from (None: a launched server's own key)
+
+
+def endpoint_arm(arm: Arm) -> Arm:
+    """A server arm as it runs against a given endpoint, and so as it is recorded: its client options
+    only, no env (the engine options and env configure a server the capsule launches; an endpoint's
+    server was started by someone else, with settings the capsule cannot know)."""
+    return dataclasses.replace(arm, backend_options=endpoint_options(arm.backend_options), env={})
 
 
 def base_url(url: str) -> str:
