@@ -8,6 +8,7 @@ file's sha256 and a tree digest; every later use verifies them.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import tempfile
 from pathlib import Path
@@ -125,21 +126,40 @@ def _dequantize(gguf_path: Path, out_dir: Path) -> None:
     tokenizer.save_pretrained(out_dir)
 
 
+def _verified_cache(directory: Path) -> None:
+    """Verify the cached model directory; one that fails is set aside (VerificationError says so)."""
+    try:
+        verify_model_dir(directory)
+    except (VerificationError, BadInputError) as error:
+        aside = set_aside(directory)
+        raise VerificationError(
+            f"{error}; moved aside to {aside.name}, run `capsule fetch model` again"
+        ) from error
+
+
+def _rename_unless_built(scratch: Path, directory: Path) -> bool:
+    """Rename the built `scratch` to `directory`; False when a concurrent fetch put its own there
+    first (the rename then fails: the target exists and is not empty)."""
+    try:
+        scratch.rename(directory)
+    except OSError as error:
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST) and directory.is_dir():
+            return False
+        raise
+    return True
+
+
 def fetch_model() -> tuple[Path, str]:
     """Return the verified embedded model directory and where it came from, building it once if needed.
 
     The directory is built in a temporary sibling and renamed into place, so an interrupted build
     never leaves a directory that looks complete. A directory that fails verification is set aside.
+    When two fetches build at once, the one whose rename comes second verifies the other's directory
+    and uses it (its own build is removed).
     """
     directory = model_cache_dir()
     if directory.exists():
-        try:
-            verify_model_dir(directory)
-        except (VerificationError, BadInputError) as error:
-            aside = set_aside(directory)
-            raise VerificationError(
-                f"{error}; moved aside to {aside.name}, run `capsule fetch model` again"
-            ) from error
+        _verified_cache(directory)
         return directory, "cache"
     gguf_path, gguf_source = fetch_gguf()
     scratch = Path(tempfile.mkdtemp(prefix=f".{MODEL_DIR_NAME}.", dir=directory.parent))
@@ -162,8 +182,12 @@ def fetch_model() -> tuple[Path, str]:
                 "tree_digest": tree_digest(files),
             },
         )
-        scratch.rename(directory)
+        won = _rename_unless_built(scratch, directory)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+    if not won:
+        shutil.rmtree(scratch, ignore_errors=True)
+        _verified_cache(directory)
+        return directory, "cache (built by a concurrent fetch, verified)"
     return directory, f"built from {gguf_source}"
