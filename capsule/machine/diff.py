@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from capsule.machine.software import PACKAGES
+from capsule.machine.software import NUMERICS_DISTRIBUTIONS, PACKAGES
 
 NUMERICS = "numerics"
 OTHER = "other"
@@ -24,20 +24,6 @@ CATEGORY_TITLES = {NUMERICS: "can change numerics", OTHER: "cannot change numeri
 
 # Distributions already reported under software.packages (not listed twice).
 _COVERED = {name for names in PACKAGES.values() for name in names}
-_NUMERIC_DISTRIBUTIONS = (
-    "nvidia-*",
-    "cuda-*",
-    "triton",
-    "pytorch-triton",
-    "intel-extension-for-pytorch",
-    "sentencepiece",
-    "regex",
-    "tiktoken",
-    "jinja2",
-    "scipy",
-    "onednn*",
-    "mkl*",
-)
 
 # (pattern over the path with list indices written as `#`, category, reason); first match wins.
 RULES: tuple[tuple[str, str, str], ...] = (
@@ -75,10 +61,12 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("software.torch_build.*", NUMERICS, "torch's CUDA / cuDNN / cuBLAS / NCCL build"),
     ("software.environment.kind", OTHER, "how the installed set was fingerprinted"),
     ("software.environment.count", OTHER, "number of installed packages (see the package rows)"),
-    ("software.environment.*", NUMERICS, "the installed package set differs"),
+    ("software.environment.installed_sha256", OTHER,
+     "every installed package, those off the numerics path too (each one is classified below)"),
+    ("software.environment.*", NUMERICS, "the lock, or the packages on the numerics path, differ"),
     *(
         ("software.distributions." + name, NUMERICS, "a package on the kernel or scoring path")
-        for name in _NUMERIC_DISTRIBUTIONS
+        for name in NUMERICS_DISTRIBUTIONS
     ),
     ("software.distributions.*", OTHER, "a package off the kernel and scoring path"),
     ("software.image.tag", OTHER, "image name"),

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import sys
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,23 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "capsule": ("capsule",),
     "nvidia-ml-py": ("nvidia-ml-py",),
 }
+# Distributions beside `PACKAGES` that are on the kernel or scoring path too (fnmatch patterns over
+# normalized names). With PACKAGES they are the numerics path: the environment digest covers them
+# alone, so installing anything else (pyarrow for parquet imports, say) never blocks a resume.
+NUMERICS_DISTRIBUTIONS = (
+    "nvidia-*",
+    "cuda-*",
+    "triton",
+    "pytorch-triton",
+    "intel-extension-for-pytorch",
+    "sentencepiece",
+    "regex",
+    "tiktoken",
+    "jinja2",
+    "scipy",
+    "onednn*",
+    "mkl*",
+)
 # CUDA libraries shipped as wheels next to torch (cu12 and cu13 spellings).
 CUDA_WHEELS: dict[str, tuple[str, ...]] = {
     "cublas": ("nvidia-cublas-cu12", "nvidia-cublas-cu13", "nvidia-cublas"),
@@ -67,14 +85,27 @@ def installed_version(*names: str) -> dict[str, str] | None:
     return None
 
 
+def normalized(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503): lowercase, runs of `-_.` as `-`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def installed_distributions() -> dict[str, str]:
     """Every installed distribution as {normalized name: version}, the content of `pip freeze`."""
     found: dict[str, str] = {}
     for dist in metadata.distributions():
         name = dist.metadata["Name"]
         if name:
-            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+            found.setdefault(normalized(name), dist.version)
     return dict(sorted(found.items()))
+
+
+_PACKAGE_NAMES = frozenset(normalized(name) for names in PACKAGES.values() for name in names)
+
+
+def on_numerics_path(name: str) -> bool:
+    """Whether the distribution `name` (normalized) can change generations or scores."""
+    return name in _PACKAGE_NAMES or any(fnmatchcase(name, pattern) for pattern in NUMERICS_DISTRIBUTIONS)
 
 
 def _literals(path: Path) -> dict[str, Any]:
@@ -185,7 +216,11 @@ def installed_lock() -> dict[str, str] | None:
 
 
 def environment_fingerprint(distributions: dict[str, str]) -> dict[str, Any]:
-    """What the environment was installed from: the image's lock, the CPU lock, or only what is there."""
+    """What the environment was installed from: the image's lock, the CPU lock, or, without either,
+    the packages on the numerics path (`on_numerics_path`). `installed_sha256` digests every
+    installed package; it is recorded, and the manifest diff counts it as unable to change numerics
+    (each differing package is classified by name), so installing a package off the numerics path
+    does not stop an unfinished run from resuming."""
     image_lock = os.environ.get(IMAGE_ENV["lock_sha256"])
     cpu_lock = installed_lock()
     installed = sha256_json(distributions)
@@ -194,7 +229,8 @@ def environment_fingerprint(distributions: dict[str, str]) -> dict[str, Any]:
     elif cpu_lock:
         kind, digest, lock = "lock-file", cpu_lock["sha256"], cpu_lock["lock"]
     else:
-        kind, digest, lock = "installed-distributions", installed, None
+        numerics = {name: version for name, version in distributions.items() if on_numerics_path(name)}
+        kind, digest, lock = "installed-distributions", sha256_json(numerics), None
     return {
         "kind": kind, "sha256": digest, "lock": lock, "installed_sha256": installed,
         "count": len(distributions),
