@@ -208,6 +208,21 @@ def test_vllm_same_inputs_as_hf_rerun_identical(
 
 
 @pytest.mark.vllm
+def test_the_vllm_engine_runs_with_usage_statistics_off(vllm: Engines) -> None:
+    """While the engine lives, VLLM_NO_USAGE_STATS=1 and DO_NOT_TRACK=1 are in the environment its
+    processes were started from (the engine core is forked, and copies it), vLLM's own check says
+    usage statistics are off, and the arm's record says what was set."""
+    from vllm.usage.usage_lib import is_usage_stats_enabled
+
+    from capsule.generation.backends.arm_env import USAGE_STATS_OFF
+
+    backend = vllm.get(8)
+    assert {k: backend.describe()["env"][k] for k in USAGE_STATS_OFF} == USAGE_STATS_OFF
+    assert {k: os.environ.get(k) for k in USAGE_STATS_OFF} == USAGE_STATS_OFF
+    assert not is_usage_stats_enabled()
+
+
+@pytest.mark.vllm
 def test_vllm_batch_size_and_sigkill_resume(
     vllm: Engines, tmp_path: Path, capsys: Any, record_property: Any
 ) -> None:

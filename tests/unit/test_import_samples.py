@@ -358,6 +358,9 @@ def test_two_files_with_no_common_prompt_are_one_error(tmp_path: Path, prompts: 
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1 and "share no prompt" in result.output
     assert not (tmp_path / "out").exists()
+    details = write_jsonl(tmp_path / LIGHTEVAL_JSONL_FILE, [lighteval_row(prompts[1187], "Fine words")])
+    result = run(tmp_path, "lm-eval", str(first), "--against", str(details), "--against-harness", "lighteval")
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "share no prompt" in result.output
 
 
 def test_lighteval_scored_text_is_the_recorded_one_and_truncation_is_flagged(
