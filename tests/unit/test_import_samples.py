@@ -332,6 +332,7 @@ def test_the_harnesses_own_file_names_import_without_out(in_tmp: Path, prompts: 
 def test_arm_names_are_the_file_names_made_safe(file_name: str, arm: str) -> None:
     name = arm_name(Path("some/dir") / file_name)
     assert name == arm and name_problem(name) is None
+    assert name_problem(name + "\n") is not None  # the rule matches whole names (fullmatch)
 
 
 @pytest.mark.parametrize(("first", "second"), [
