@@ -7,19 +7,13 @@ from typing import Any
 
 import click
 
+from capsule.commands.ledger_option import LEDGER_OPTION
 from capsule.errors import BadInputError
 from capsule.prereg.ledger import verify_anchored, verify_ledger
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
 from capsule.prereg.signers import add_signers
 
-_LEDGER = click.option(
-    "--ledger",
-    "ledger_path",
-    type=click.Path(path_type=Path),
-    default=Path("prereg/ledger.jsonl"),
-    show_default=True,
-    help="The ledger; entry paths are relative to its grandparent (the repo root).",
-)
+_LEDGER = LEDGER_OPTION
 
 
 def _show(entry: dict[str, Any]) -> str:
