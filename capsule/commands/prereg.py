@@ -9,7 +9,7 @@ import click
 
 from capsule.commands.ledger_option import LEDGER_OPTION
 from capsule.errors import BadInputError
-from capsule.prereg.ledger import verify_anchored, verify_ledger
+from capsule.prereg.ledger import Ledger, verify_anchored, verify_ledger
 from capsule.prereg.newest import newest_plan
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
 from capsule.prereg.signers import add_signers
@@ -131,5 +131,8 @@ def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> No
 @click.option("--model", "model_name", required=True, help="The model's plan name or hub repo id.")
 @_LEDGER
 def newest(model_name: str, ledger_path: Path) -> None:
-    """Print the newest sealed plan of a model that no amendment supersedes (its directory)."""
-    click.echo(newest_plan(verify_ledger(ledger_path), model_name))
+    """Print the newest sealed plan of a model that no amendment supersedes (its directory). The chain
+    is verified; runs it records need not be present (a study volume holds its own)."""
+    ledger = Ledger.load(ledger_path)
+    ledger.verify()
+    click.echo(newest_plan(ledger, model_name))
