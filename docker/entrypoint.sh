@@ -7,8 +7,9 @@
 # 2. In the GPU image, `reproduce` without --plan runs the newest sealed plan of $CAPSULE_GPU_MODEL
 #    (read from the ledger: `capsule prereg newest`), and only when a GPU is visible; without one it
 #    says in one line to use capsule-cpu or name a CPU plan. The CPU image runs the embedded default.
-# 3. On first use of an empty study volume, the image's sealed plans and ledger are copied into it
-#    (never over an existing prereg/); a signing key in keys/ is used when present.
+# 3. On first use of an empty study volume (any command), the image's sealed plans and ledger are
+#    copied into it (never over an existing prereg/); commands run in the study directory; a
+#    signing key in keys/ is used by reproduce when present.
 # Paths come from the environment so tests/unit/test_docker_entrypoint.py runs this without Docker.
 set -euo pipefail
 
@@ -33,8 +34,18 @@ on_volume() {
   return 1
 }
 gpu_visible() { compgen -G "$devdir/nvidia[0-9]*" >/dev/null; }
+seed_study() {  # a study volume's first use: the image's plans and ledger, never over existing ones
+  if [ ! -e "$study/prereg/ledger.jsonl" ] && [ -d "$seed/prereg" ]; then
+    mkdir -p "$study/prereg"
+    cp -r "$seed/prereg/." "$study/prereg/"
+    echo "study: copied the image's sealed plans and ledger into $study/prereg (first use)" >&2
+  fi
+}
 
-if [ "${1:-}" != reproduce ] || has --help "$@" || has -h "$@"; then
+if has --help "$@" || has -h "$@"; then exec capsule "$@"; fi
+if [ "${1:-}" != reproduce ]; then
+  seed_study
+  cd "$study"
   exec capsule "$@"
 fi
 shift
@@ -49,11 +60,7 @@ fi
 if [ "$kind" = gpu ] && [ "$named" = 0 ] && [ "$dry" = 0 ] && ! gpu_visible; then
   die "no GPU visible (add --gpus all on a host with the NVIDIA Container Toolkit); for the CPU study use capsule-cpu (docker run -v \"\$PWD/study:$study\" capsule-cpu reproduce) or name a CPU plan: reproduce --plan prereg/smollm2-135m-v3"
 fi
-if [ ! -e "$study/prereg/ledger.jsonl" ] && [ -d "$seed/prereg" ]; then
-  mkdir -p "$study/prereg"
-  cp -r "$seed/prereg/." "$study/prereg/"
-  echo "study: copied the image's sealed plans and ledger into $study/prereg (first use)" >&2
-fi
+seed_study
 mkdir -p "$study/results" 2>/dev/null || true
 if [ -z "${CAPSULE_SIGNING_KEY:-}" ] && [ -f "$study/keys/signing.key.pem" ]; then
   export CAPSULE_SIGNING_KEY="$study/keys/signing.key.pem"

@@ -137,3 +137,13 @@ def test_gpu_image_dry_run_needs_neither_a_volume_nor_a_gpu(tmp_path: Path) -> N
     result = box.run("reproduce", "--dry-run")
     assert result.returncode == 0, result.stderr
     assert box.called()[-1].split("|")[1] == f"reproduce --plan {NEWEST} --dry-run"
+
+
+def test_any_command_on_a_fresh_study_volume_finds_the_images_plans(tmp_path: Path) -> None:
+    box = Container(tmp_path, "gpu")
+    box.mount_study()
+    result = box.run("fetch", "model", "--plan", "prereg/p")
+    assert result.returncode == 0, result.stderr
+    (call,) = box.called()
+    assert call.split("|")[:2] == [str(box.study), "fetch model --plan prereg/p"]
+    assert (box.study / "prereg" / "p").is_dir()
