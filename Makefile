@@ -28,8 +28,8 @@ help:  ## list the targets
 # requirements/cpu.lock, once per lock into a shared environment reused by every checkout
 # (scripts/setup_cpu_venv.sh says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead).
 # .venv holds the capsule itself. `make lock-cpu` re-resolves the lock (only when asked).
-$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup_cpu_venv.sh
-	bash scripts/setup_cpu_venv.sh $(PYTHON) $(VENV)
+$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup.sh scripts/torch_source.sh scripts/setup_cpu_venv.sh
+	bash scripts/setup.sh $(PYTHON) $(VENV)
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything

@@ -8,8 +8,8 @@
 # CACHE_DIR gets the capsule's pinned artifacts (IFEval prompts, punkt_tab, the embedded model), fetched
 # and sha256-checked by `capsule fetch all` itself; the build checks them again.
 set -euo pipefail
-# shellcheck source=scripts/cpu_stack.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/cpu_stack.sh"  # torch_source_args: a local +cpu wheel, else the PyTorch CPU index
+# shellcheck source=scripts/torch_source.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/torch_source.sh"  # a local +cpu wheel, else the PyTorch CPU index
 lock=$1; wheels=$2; cache=$3
 capsule=${CAPSULE_BIN:-.venv/bin/capsule}
 mkdir -p "$wheels" "$cache"

@@ -21,36 +21,9 @@ check_lock_fresh() {  # $1: a python >= 3.11 (tomllib)
   fi
 }
 
-# The lock's torch is a `+cpu` build, which PyPI never serves (it refuses local version labels): it
-# comes from a wheel in one of pip's find-links directories where there is one (our machines:
-# /opt/wheels), else from the PyTorch CPU index, added only then (the lock's sha256 still decides).
-torch_index=${CAPSULE_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
-
-find_links_dirs() {  # $1: a python with pip; pip's find-links (environment and config files), one a line
-  local value
-  for value in ${PIP_FIND_LINKS:-}; do echo "$value"; done
-  "$1" -m pip --disable-pip-version-check config list 2>/dev/null \
-    | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n'
-}
-
-torch_source_args() {  # $1: a python with pip, $2: a lock; prints the pip options that find its torch
-  local version dir
-  version=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' "$2")
-  case "$version" in *+*) ;; *) return 0 ;; esac  # a PyPI build: nothing to add
-  if [ -n "${PIP_NO_INDEX:-}" ]; then return 0; fi  # no index may be used (the image build): find-links only
-  while read -r dir; do
-    dir=${dir#file://}
-    if [ -n "$dir" ] && compgen -G "$dir/torch-$version-*.whl" >/dev/null; then return 0; fi
-  done < <(find_links_dirs "$1")
-  echo "--extra-index-url $torch_index"
-}
-
 install_stack() {  # $1: the python of the environment that receives the third-party stack
   local pip=("$1" -m pip --disable-pip-version-check)
-  local source
-  read -r -a source <<<"$(torch_source_args "$1" "$lock")"
-  if [ "${#source[@]}" -gt 0 ]; then echo "torch ${lock##*/}: no local wheel; from ${source[1]}"; fi
-  "${pip[@]}" install --quiet --require-hashes --no-deps "${source[@]}" -r "$lock"
+  "${pip[@]}" install --quiet --require-hashes --no-deps -r "$lock"
   local problems
   problems=$("${pip[@]}" check 2>&1 | grep -Ev "$allowed_missing" | grep -v '^No broken requirements found\.$' || true)
   if [ -n "$problems" ]; then

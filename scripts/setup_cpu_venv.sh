@@ -13,27 +13,11 @@
 # lock's digest for the run manifests.
 #
 # CAPSULE_REUSE_DEPS=0 installs everything into VENV itself (nothing shared).
-# The lock covers CPython 3.11 on Linux x86-64 (manylinux wheels, torch `+cpu`); torch comes from a
-# local wheel or the PyTorch CPU index (scripts/cpu_stack.sh, torch_source_args).
 set -euo pipefail
 
 python=${1:-python3.11}
 venv=${2:-.venv}
 script="${BASH_SOURCE[0]}"
-platform="${CAPSULE_PLATFORM:-$(uname -s)-$(uname -m)}"
-
-if [ "$platform" != Linux-x86_64 ]; then
-  echo "Error: requirements/cpu.lock covers Linux x86-64 only, this is $platform; use the capsule-cpu image (docker run --platform linux/amd64 ...) or see README 'Platforms'" >&2
-  exit 2
-fi
-if ! command -v "$python" >/dev/null 2>&1; then
-  echo "Error: $python not found; install Python 3.11 (Debian/Ubuntu: apt-get install python3.11 python3.11-venv; or uv python install 3.11) or pass PYTHON=/path/to/python3.11 to make" >&2
-  exit 2
-fi
-if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-  echo "Error: $python is not Python 3.11 (the lock is resolved for CPython 3.11); pass PYTHON=/path/to/python3.11 to make" >&2
-  exit 2
-fi
 
 # shellcheck source=scripts/cpu_stack.sh
 source "$(dirname "$script")/cpu_stack.sh"  # lock, check_lock_fresh, install_stack, record_lock, check_stack

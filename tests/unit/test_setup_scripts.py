@@ -5,14 +5,16 @@ where it has none; a missing or wrong python3.11 and another platform are one `E
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-STACK = REPO / "scripts" / "cpu_stack.sh"
-SETUP = REPO / "scripts" / "setup_cpu_venv.sh"
+SOURCE = REPO / "scripts" / "torch_source.sh"
+SETUP = REPO / "scripts" / "setup.sh"
 INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
@@ -31,7 +33,7 @@ def _torch_version() -> str:
 
 
 def test_torch_index_is_added_only_when_no_local_wheel_is_found(tmp_path: Path) -> None:
-    call = f"source {STACK}; torch_source_args python3 requirements/cpu.lock"
+    call = f"source {SOURCE}; torch_source_args python3 requirements/cpu.lock"
     assert "+cpu" in _torch_version()
     assert _bash(call, {"PIP_FIND_LINKS": str(tmp_path)}).stdout.strip() == INDEX
     (tmp_path / f"torch-{_torch_version()}-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
@@ -45,21 +47,20 @@ def test_torch_index_is_added_only_when_no_local_wheel_is_found(tmp_path: Path) 
     assert _bash(call, {"PIP_NO_INDEX": "1"}).stdout.strip() == ""  # the image build: find-links only
 
 
-def test_install_stack_passes_the_index_to_pip_only_without_a_local_wheel(tmp_path: Path) -> None:
-    fake = tmp_path / "python"
-    record = tmp_path / "calls"
-    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {record}\n')
-    fake.chmod(0o755)
-    call = f"source {STACK}; install_stack {fake}"
-    _bash(call, {"PIP_FIND_LINKS": str(tmp_path / "empty")})
-    install = next(line for line in record.read_text().splitlines() if " install " in line)
-    assert INDEX in install and "--require-hashes --no-deps" in install
-    record.unlink()
+def test_setup_hands_pip_the_index_only_without_a_local_wheel(tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    shutil.copy(SETUP, scripts / "setup.sh")
+    shutil.copy(SOURCE, scripts / "torch_source.sh")
+    (scripts / "setup_cpu_venv.sh").write_text('echo "index=${PIP_EXTRA_INDEX_URL:-none} args=$*"\n')
+    call = f"bash {scripts / 'setup.sh'} {sys.executable} .venv-x"
+    result = _bash(call, {"PIP_FIND_LINKS": str(tmp_path / "empty")})
+    assert result.returncode == 0, result.stderr
+    assert f"index=https://download.pytorch.org/whl/cpu args={sys.executable} .venv-x" in result.stdout
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / f"torch-{_torch_version()}-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
-    _bash(call, {"PIP_FIND_LINKS": str(tmp_path / "wheels")})
-    install = next(line for line in record.read_text().splitlines() if " install " in line)
-    assert "--extra-index-url" not in install
+    result = _bash(call, {"PIP_FIND_LINKS": str(tmp_path / "wheels")})
+    assert result.stdout.strip() == f"index=none args={sys.executable} .venv-x"  # here: nothing changes
 
 
 @pytest.mark.parametrize(
