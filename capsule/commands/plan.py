@@ -157,17 +157,19 @@ def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: 
 
 
 @plan.command("cost")
-@click.argument("plan_path", metavar="PLAN", type=click.Path(path_type=Path))
+@click.argument("plan_path", metavar="PLAN", type=click.Path(path_type=Path), required=False)
 @click.option("--gpu", default=None, help="Device to price on (default: this host's); `--gpu help`: all.")
 @click.option("--lanes", type=int, default=1, show_default=True, help="Arms run side by side.")
 @LEDGER_OPTION
-def cost(plan_path: Path, gpu: str | None, lanes: int, ledger_path: Path) -> None:
+def cost(plan_path: Path | None, gpu: str | None, lanes: int, ledger_path: Path) -> None:
     """Print what a sealed PLAN costs on a device: per arm, tokens expected and at most, throughput,
     minutes; then the total, sequential and with lanes, and every figure's source."""
     if lanes < 1:
         raise BadInputError(f"--lanes {lanes}: at least 1 (arms run side by side on that many lanes)")
     if gpu == "help":
         lines = device_lines(device_table())
+    elif plan_path is None:
+        raise BadInputError("name a sealed PLAN to price (or `--gpu help` for the device table)")
     else:
         lines = plan_cost_lines(plan_path, ledger_path, gpu, lanes)
     for line in lines:
