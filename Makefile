@@ -28,8 +28,8 @@ help:  ## list the targets
 # requirements/cpu.lock, once per lock into a shared environment reused by every checkout
 # (scripts/setup_cpu_venv.sh says how; CAPSULE_REUSE_DEPS=0 installs it all into .venv instead).
 # .venv holds the capsule itself. `make lock-cpu` re-resolves the lock (only when asked).
-$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup_cpu_venv.sh
-	bash scripts/setup_cpu_venv.sh $(PYTHON) $(VENV)
+$(STAMP): pyproject.toml requirements/cpu.lock scripts/setup.sh scripts/torch_source.sh scripts/setup_cpu_venv.sh
+	bash scripts/setup.sh $(PYTHON) $(VENV)
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything
@@ -71,10 +71,11 @@ setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock 
 all: setup-gpu  ## the full GPU study: fetch the plan's model, preflight, then every arm and control (resumable)
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule fetch --plan $(ALL_PLAN)
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
+	-$(GPU_VENV)/bin/capsule plan cost $(ALL_PLAN)   # the estimate; a GPU not in the table only skips it
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
 
 # ---- the GPU image (docker/README.md) ----------------------------------------------------------------
-IMAGE     ?= capsule-gpu
+IMAGE     ?= capsule# also tagged capsule-gpu (the old name)
 IMAGE_TAG ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 MODELS    ?= $(CURDIR)/models
 MODELS_MOUNT ?= ro# rw for `capsule fetch model --plan ...`, which writes the plan's hub weights there
@@ -96,6 +97,7 @@ docker-build: setup  ## build the GPU image, offline, on the same Debian base (b
 	  docker/requirements.lock,docker/requirements.build.lock $(IMAGE):$(IMAGE_TAG) \
 	  --build-arg CAPSULE_BASE=$(BASE_IMAGE) --build-arg CAPSULE_UID=$(HOST_UID) --build-arg CAPSULE_GID=$(HOST_GID)
 	$(DOCKER_ENV) docker tag $(IMAGE):$(IMAGE_TAG) $(IMAGE):latest
+	$(DOCKER_ENV) docker tag $(IMAGE):$(IMAGE_TAG) capsule-gpu:latest
 
 docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledger land in this checkout
 	mkdir -p results $(MODELS)
@@ -103,7 +105,7 @@ docker-run:  ## run `capsule $(CMD)` in the image on all GPUs; results and ledge
 	  -e CAPSULE_IMAGE_DIGEST=$$(docker image inspect --format '{{.Id}}' $(IMAGE):$(IMAGE_TAG)) \
 	  -v $(CURDIR)/results:/home/capsule/study/results \
 	  -v $(CURDIR)/prereg:/home/capsule/study/prereg \
-	  -v $(MODELS):/models:$(MODELS_MOUNT) \
+	  -v $(MODELS):/home/capsule/study/models:$(MODELS_MOUNT) \
 	  -v $(KEYS):/home/capsule/.config/capsule/signing:ro \
 	  $(IMAGE):$(IMAGE_TAG) $(CMD)
 

@@ -4,10 +4,12 @@
 #   docker/stage-wheels.sh LOCK WHEELS_DIR CACHE_DIR
 # WHEELS_DIR gets every file of LOCK (pip download --require-hashes: each checked against the lock;
 # langdetect is an sdist). The torch CPU build (`+cpu`) is not on PyPI: pip finds it through its
-# find-links (this machine: /opt/wheels); elsewhere set CAPSULE_TORCH_INDEX=https://download.pytorch.org/whl/cpu.
+# find-links (this machine: /opt/wheels); elsewhere from CAPSULE_TORCH_INDEX (default https://download.pytorch.org/whl/cpu).
 # CACHE_DIR gets the capsule's pinned artifacts (IFEval prompts, punkt_tab, the embedded model), fetched
 # and sha256-checked by `capsule fetch all` itself; the build checks them again.
 set -euo pipefail
+# shellcheck source=scripts/torch_source.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/torch_source.sh"  # a local +cpu wheel, else the PyTorch CPU index
 lock=$1; wheels=$2; cache=$3
 capsule=${CAPSULE_BIN:-.venv/bin/capsule}
 mkdir -p "$wheels" "$cache"
@@ -22,13 +24,12 @@ PY
 then
   echo "every file of $lock is already staged in $wheels"
 else
-extra=()
-if [ -n "${CAPSULE_TORCH_INDEX:-}" ]; then extra=(--extra-index-url "$CAPSULE_TORCH_INDEX"); fi
+read -r -a extra <<<"$(torch_source_args python3 "$lock")"
 python3 -m pip download --quiet --no-deps --require-hashes "${extra[@]}" -d "$wheels" -r "$lock" 2>&1 \
   | grep -v "is ignored: it is neither a file nor a directory" || true
 count=$(find "$wheels" -name '*.whl' -o -name '*.tar.gz' | wc -l)
 expected=$(grep -cE '^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^]]*\])?==' "$lock")
-[ "$count" -ge "$expected" ] || { echo "Error: staged $count wheels of $expected in $lock into $wheels; see pip's message above (torch +cpu: set CAPSULE_TORCH_INDEX)" >&2; exit 2; }
+[ "$count" -ge "$expected" ] || { echo "Error: staged $count wheels of $expected in $lock into $wheels; see pip's message above (torch +cpu: CAPSULE_TORCH_INDEX=$torch_index)" >&2; exit 2; }
 fi
 CAPSULE_CACHE="$cache" "$capsule" fetch all >/dev/null
 CAPSULE_CACHE="$cache" "$(dirname "$capsule")/python" -c \

@@ -1,4 +1,4 @@
-"""`capsule prereg seal | amend | redact | signers | verify | confirm-redaction`: the ledger."""
+"""`capsule prereg seal | amend | redact | signers | verify | confirm-redaction | newest`: the ledger."""
 
 from __future__ import annotations
 
@@ -7,19 +7,14 @@ from typing import Any
 
 import click
 
+from capsule.commands.ledger_option import LEDGER_OPTION
 from capsule.errors import BadInputError
-from capsule.prereg.ledger import verify_anchored, verify_ledger
+from capsule.prereg.ledger import Ledger, verify_anchored, verify_ledger
+from capsule.prereg.newest import newest_plan
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
 from capsule.prereg.signers import add_signers
 
-_LEDGER = click.option(
-    "--ledger",
-    "ledger_path",
-    type=click.Path(path_type=Path),
-    default=Path("prereg/ledger.jsonl"),
-    show_default=True,
-    help="The ledger; entry paths are relative to its grandparent (the repo root).",
-)
+_LEDGER = LEDGER_OPTION
 
 
 def _show(entry: dict[str, Any]) -> str:
@@ -130,3 +125,14 @@ def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> No
     current = (ledger.root / entry["path"]).read_bytes()
     confirm_redaction(entry, original.read_bytes(), current)
     click.echo(f"confirmed: {original} is the sealed original of {entry['path']} (seq {seq})")
+
+
+@prereg.command()
+@click.option("--model", "model_name", required=True, help="The model's plan name or hub repo id.")
+@_LEDGER
+def newest(model_name: str, ledger_path: Path) -> None:
+    """Print the newest sealed plan of a model that no amendment supersedes (its directory). The chain
+    is verified; runs it records need not be present (a study volume holds its own)."""
+    ledger = Ledger.load(ledger_path)
+    ledger.verify()
+    click.echo(newest_plan(ledger, model_name))

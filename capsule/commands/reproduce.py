@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from capsule.commands.endpoint_option import endpoint_options
+from capsule.commands.ledger_option import LEDGER_OPTION
+from capsule.commands.plan import gpu_cost_lines
 from capsule.pipeline.reproduce import ReproduceOptions
 from capsule.pipeline.reproduce import reproduce as run_plan
 from capsule.report.document import headline_line
@@ -24,14 +26,7 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
     show_default=True,
     help="Plan directory (or its plan.toml); it must be sealed in the ledger.",
 )
-@click.option(
-    "--ledger",
-    "ledger_path",
-    type=click.Path(path_type=Path),
-    default=Path("prereg/ledger.jsonl"),
-    show_default=True,
-    help="The hash-chain ledger the plan is sealed in.",
-)
+@LEDGER_OPTION
 @click.option(
     "--results",
     "results_root",
@@ -105,6 +100,9 @@ def reproduce(
             "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "
             "and it is not recorded in the ledger.", err=True,
         )
+    else:
+        for line in gpu_cost_lines(plan_path, ledger_path):
+            click.echo(line, err=True)
     result = run_plan(options, say=lambda line: click.echo(line, err=True))
     headline = result.headline
     if result.failed_controls:

@@ -28,7 +28,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_IMAGE = os.environ.get("CAPSULE_CPU_IMAGE", "capsule-cpu:latest")
-GPU_IMAGE = os.environ.get("CAPSULE_GPU_IMAGE", "capsule-gpu:latest")
+GPU_IMAGE = os.environ.get("CAPSULE_GPU_IMAGE", "capsule:latest")
 SMOKE_PLAN = os.environ.get("SMOKE_PLAN", "prereg/smoke-v2")
 GPU_PLAN = os.environ.get("GPU_PLAN", "prereg/agents-a1-4b-v2")
 
@@ -223,3 +223,22 @@ def test_gpu_image_runs_everything_but_the_gpu() -> None:
     arms = [arm["name"] for arm in tomllib.loads((REPO / GPU_PLAN / "plan.toml").read_text())["arms"]]
     missing = [name for name in arms if name not in dry.stdout + dry.stderr]
     assert not missing, f"the dry run did not walk arms {missing}"
+
+
+def test_gpu_image_reproduce_refuses_without_a_study_volume_and_without_a_gpu(tmp_path: Path) -> None:
+    """`docker run capsule reproduce` as the README writes it, as far as a machine without a GPU goes."""
+    _require_image(GPU_IMAGE)
+    bare = _docker("run", "--rm", "--network=none", GPU_IMAGE, "reproduce", timeout=120)
+    assert bare.returncode == 2 and bare.stderr.startswith("Error: no study volume"), bare.stderr
+    assert '-v "$PWD/study:/home/capsule/study"' in bare.stderr and "--gpus all" in bare.stderr
+    study = tmp_path / "study"
+    study.mkdir()
+    study.chmod(0o777)  # the container user (the host's uid, or 1000 for root) writes there
+    mounted = _docker(
+        "run", "--rm", "--network=none", "-v", f"{study}:/home/capsule/study", GPU_IMAGE, "reproduce",
+        timeout=120,
+    )
+    assert mounted.returncode == 2 and "no GPU visible" in mounted.stderr and "capsule-cpu" in mounted.stderr
+    assert mounted.stderr.count("\n") == 1, mounted.stderr
+    helped = _docker("run", "--rm", "--network=none", GPU_IMAGE, "reproduce", "--help", timeout=120)
+    assert helped.returncode == 0 and "--plan" in helped.stdout

@@ -138,11 +138,11 @@ def test_dockerfiles_install_only_from_the_locks_with_hashes_and_no_index() -> N
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
-def test_dockerfiles_run_as_non_root_with_capsule_entrypoint_and_identity(dockerfile: Path) -> None:
+def test_dockerfiles_run_as_non_root_with_the_entrypoint_and_identity(dockerfile: Path) -> None:
     text = dockerfile.read_text()
     users = re.findall(r"^USER (\S+)", text, re.MULTILINE)
     assert users and users[-1] not in ("root", "0", "0:0")
-    assert 'ENTRYPOINT ["capsule"]' in text and 'CMD ["reproduce"]' in text
+    assert 'ENTRYPOINT ["/opt/capsule/docker/entrypoint.sh"]' in text and 'CMD ["reproduce"]' in text
     from capsule.machine.software import IMAGE_ENV
 
     for key in ("tag", "lock_sha256", "build_time"):

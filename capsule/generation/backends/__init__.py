@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
 from capsule.prereg.backend_specs import SPECS, resolved_options
+from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
 
 if TYPE_CHECKING:
@@ -152,21 +153,6 @@ def check_reusable(backend: Backend, arm: Arm) -> None:
             f"arm {arm.name!r}: the backend passed in was loaded for {loaded_for}, the arm needs "
             f"{reuse_key(arm)}; load a new one with capsule.generation.backends.load_backend"
         )
-
-
-def reuse_key(arm: Arm) -> tuple[Any, ...]:
-    """Arms with equal keys can share one loaded backend; a different key needs a new instance.
-
-    Load-time settings: backend, dtype, backend_options, env (read when the engine starts) and, for
-    vLLM and a launched server, batch_size (max_num_seqs is fixed when the engine is built). hf takes
-    the batch size per call, so hf arms differing only in batch size, decoding, seed or thinking share
-    a model. The arm seed is not load-time: every backend seeds each request itself, and vLLM's
-    engine is built with one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
-    """
-    batch = arm.batch_size if arm.backend in ("vllm", "server") else None
-    options = tuple(sorted((k, repr(v)) for k, v in arm.backend_options.items()))
-    env = tuple(sorted(arm.env.items()))
-    return (arm.backend, arm.dtype, options, env, batch)
 
 
 __all__ = [

@@ -1,0 +1,209 @@
+"""The throughput table (`throughput.toml` beside this module): per device, backend, dtype and batch
+size, the generated tokens per second that `capsule plan cost` prices an arm at, each with its source.
+
+Read once, strictly (unknown keys refused, as in plan files). A figure between two tabulated batch
+sizes interpolates the per-step time (batch / tok_per_s) linearly, which is the overhead + per-row
+model the v3 rationale sizes the embedded plan with; beyond them it extrapolates the nearest two.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from capsule.errors import BadInputError
+from capsule.prereg.plan import Arm
+from capsule.prereg.tables import Section
+
+TABLE = Path(__file__).with_name("throughput.toml")
+KINDS = ("gpu", "cpu")
+BACKENDS = ("vllm", "hf")  # `server` is priced as `vllm` (the same engine behind an HTTP API)
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured or estimated throughput: `tok_per_s` generated tokens/s at `batch` sequences."""
+
+    backend: str
+    dtype: str
+    batch: int
+    tok_per_s: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """A numerics setting that divides throughput by `factor` on devices of `kind` (invariant kernels)."""
+
+    env: str
+    value: str
+    factor: float
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device: `match` picks it for a host (a GPU name substring; for a CPU, its vendor and an ISA
+    flag, space-separated, all of which the host must have)."""
+
+    name: str
+    kind: str
+    match: str
+    description: str
+    start_s: dict[str, float]
+    start_source: str
+    figures: tuple[Figure, ...]
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What an arm is priced at on a device, and why."""
+
+    tok_per_s: float
+    source: str
+
+
+@dataclass(frozen=True)
+class DeviceTable:
+    """Every device and slowdown of the table, in file order."""
+
+    devices: tuple[Device, ...]
+    slowdowns: tuple[Slowdown, ...]
+
+    def device(self, name: str) -> Device:
+        """The device called `name`; BadInputError listing the known names otherwise."""
+        for device in self.devices:
+            if device.name == name:
+                return device
+        known = ", ".join(d.name for d in self.devices)
+        raise BadInputError(
+            f"unknown device {name!r} (known: {known}; `capsule plan cost --gpu help` lists them)"
+        )
+
+
+def _figure(section: Section) -> Figure:
+    section.keys(("backend", "dtype", "batch", "tok_per_s", "source"))
+    return Figure(
+        section.text("backend", BACKENDS),
+        section.text("dtype", DTYPES),
+        section.integer("batch", 1),
+        section.number("tok_per_s", 1e-3, 1e7),
+        section.text("source"),
+    )
+
+
+def _device(section: Section) -> Device:
+    section.keys(("name", "kind", "match", "description", "start_s", "start_source", "figures"))
+    starts = section.sub("start_s", "start_s")
+    starts.keys(("vllm", "server", "hf"))
+    figures = section.data["figures"]
+    if not isinstance(figures, list) or not figures:
+        raise section.fail("'figures' must be a non-empty array of tables")
+    return Device(
+        section.text("name"),
+        section.text("kind", KINDS),
+        section.text("match"),
+        section.text("description"),
+        {key: starts.number(key, 0.0, 1e5) for key in ("vllm", "server", "hf")},
+        section.text("start_source"),
+        tuple(
+            _figure(Section(section.file, f"{section.where}.figures[{i}]", f)) for i, f in enumerate(figures)
+        ),
+    )
+
+
+def parse_table(text: str, file: str) -> DeviceTable:
+    """The table in `text` (TOML); BadInputError naming `file` and the table on any fault."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise BadInputError(f"{file}: not valid TOML: {error}") from error
+    top = Section(file, "top level", data)
+    top.keys(("devices",), ("slowdowns",))
+    devices = tuple(_device(Section(file, f"devices[{i}]", d)) for i, d in enumerate(data["devices"]))
+    slowdowns = []
+    for i, raw in enumerate(data.get("slowdowns", [])):
+        s = Section(file, f"slowdowns[{i}]", raw)
+        s.keys(("env", "value", "factor", "devices", "source"))
+        slowdowns.append(
+            Slowdown(
+                s.text("env"),
+                s.text("value"),
+                s.number("factor", 1.0, 100.0),
+                s.text("devices", KINDS),
+                s.text("source"),
+            )
+        )
+    return DeviceTable(devices, tuple(slowdowns))
+
+
+@cache
+def device_table() -> DeviceTable:
+    """The committed table (`throughput.toml`), parsed once."""
+    return parse_table(TABLE.read_text(encoding="utf-8"), str(TABLE))
+
+
+def _step_s(a: Figure, b: Figure, batch: int) -> float:
+    """Per-step seconds at `batch`, on the line through two figures' per-step times."""
+    step_a, step_b = a.batch / a.tok_per_s, b.batch / b.tok_per_s
+    slope = (step_b - step_a) / (b.batch - a.batch)
+    return max(step_a + slope * (batch - a.batch), min(step_a, step_b) * 0.5)
+
+
+def arm_throughput(table: DeviceTable, device: Device, arm: Arm) -> Throughput:
+    """The tokens/s `arm` generates at on `device`, with the figures (and slowdowns) it rests on.
+
+    BadInputError when the device has no figure for the arm's backend and dtype."""
+    backend = "vllm" if arm.backend == "server" else arm.backend
+    figures = sorted(
+        (f for f in device.figures if f.backend == backend and f.dtype == arm.dtype), key=lambda f: f.batch
+    )
+    if not figures:
+        having = [
+            d.name
+            for d in table.devices
+            if any(f.backend == backend and f.dtype == arm.dtype for f in d.figures)
+        ]
+        raise BadInputError(
+            f"device {device.name!r} has no throughput figure for {backend} {arm.dtype} (arm {arm.name!r}); "
+            f"price it on one that has (--gpu {' | '.join(having) or 'none'}) or add a measured figure "
+            f"to {TABLE.name}"
+        )
+    exact = [f for f in figures if f.batch == arm.batch_size]
+    if exact:
+        tok_per_s, source = exact[0].tok_per_s, exact[0].source
+    elif len(figures) == 1:
+        tok_per_s, source = (
+            figures[0].tok_per_s,
+            f"{figures[0].source} (the one figure, at batch {figures[0].batch})",
+        )
+    else:
+        nearest = sorted(figures, key=lambda f: (abs(f.batch - arm.batch_size), f.batch))[:2]
+        low, high = sorted(nearest, key=lambda f: f.batch)
+        tok_per_s = arm.batch_size / _step_s(low, high, arm.batch_size)
+        source = (
+            f"step time interpolated between batch {low.batch} and {high.batch} ({low.source}; {high.source})"
+        )
+    for slowdown in table.slowdowns:
+        if slowdown.kind == device.kind and arm.env.get(slowdown.env) == slowdown.value:
+            tok_per_s /= slowdown.factor
+            source += f"; / {slowdown.factor:g} for {slowdown.env}={slowdown.value} ({slowdown.source})"
+    return Throughput(tok_per_s, source)
+
+
+def match_device(
+    table: DeviceTable, gpu_names: list[str], cpu_vendor: str, cpu_flags: set[str]
+) -> Device | None:
+    """The first device the host matches: a GPU whose name contains a GPU entry's `match`, else the
+    first CPU entry whose vendor and flag the host has; None when nothing matches."""
+    for device in table.devices:
+        if device.kind == "gpu" and any(device.match in name for name in gpu_names):
+            return device
+    for device in table.devices:
+        if device.kind == "cpu" and set(device.match.split()) <= {cpu_vendor} | cpu_flags:
+            return device
+    return None

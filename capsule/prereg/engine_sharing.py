@@ -1,0 +1,35 @@
+"""Which arms share one loaded backend: the one rule that generation (one engine for consecutive
+arms) and `capsule plan cost` (one start per such run of arms) both follow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capsule.prereg.plan import Arm
+
+
+def reuse_key(arm: Arm) -> tuple[Any, ...]:
+    """Arms with equal keys can share one loaded backend; a different key needs a new instance.
+
+    Load-time settings: backend, dtype, backend_options, env (read when the engine starts) and, for
+    vLLM and a launched server, batch_size (max_num_seqs is fixed when the engine is built). hf takes
+    the batch size per call, so hf arms differing only in batch size, decoding, seed or thinking share
+    a model. The arm seed is not load-time: every backend seeds each request itself, and vLLM's
+    engine is built with one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
+    """
+    batch = arm.batch_size if arm.backend in ("vllm", "server") else None
+    options = tuple(sorted((k, repr(v)) for k, v in arm.backend_options.items()))
+    env = tuple(sorted(arm.env.items()))
+    return (arm.backend, arm.dtype, options, env, batch)
+
+
+def engine_runs(arms: tuple[Arm, ...] | list[Arm]) -> list[list[Arm]]:
+    """The plan's arms in order, cut where the reuse key changes: each run of arms is one backend
+    start (generation loads one backend per run)."""
+    runs: list[list[Arm]] = []
+    for arm in arms:
+        if runs and reuse_key(runs[-1][-1]) == reuse_key(arm):
+            runs[-1].append(arm)
+        else:
+            runs.append([arm])
+    return runs
