@@ -46,3 +46,5 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Pa
         f"ok: {result.facts} numbers and verdicts, {result.words} words in {result.regions} region(s) "
         "match their run"
     )
+    if result.unquoted:
+        click.echo(f"no regions in {len(result.unquoted)} file(s): {', '.join(map(str, result.unquoted))}")

@@ -240,6 +240,8 @@ class CheckResult:
     facts: int
     drifts: list[Drift | WordDrift]
     words: int = 0
+    #: Files given with no region at all (documentation pages that quote no run), checked for nothing.
+    unquoted: tuple[Path, ...] = ()
 
 
 def _read(path: Path) -> str:
@@ -255,15 +257,19 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
     facts one by one, then, where they all match, its words (see the module docstring). A comparison
     region (against=) is checked against its own two runs, rendered by `comparison`.
 
-    A file without any region is an error: checking it would prove nothing.
+    Files without a region are allowed beside files with one, so a whole set of pages
+    (`README.md docs/*.md`) can be checked as the pages come and go; they are named in the result.
+    But when no file holds a region it is an error: checking them would prove nothing, and a check
+    that passes on nothing (a wrong file name, every marker deleted) must not look like a pass.
     """
     cache: dict[Path, ReportInput] = {}
     regions = facts_total = words_total = 0
     drifts: list[Drift | WordDrift] = []
+    unquoted: list[Path] = []
     for path in paths:
         found = find_regions(path, _read(path))
         if not found:
-            raise BadInputError(f"{path}: no <!-- capsule:numbers run=... block=... --> regions to check")
+            unquoted.append(path)
         for region in found:
             if region.against is not None:
                 rendered = _render_comparison_region(region, comparison)
@@ -277,7 +283,10 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
             regions += 1
             facts_total += len(facts(region.body))
             words_total += len(words(region.body))
-    return CheckResult(regions, facts_total, drifts, words_total)
+    if regions == 0:
+        named = ", ".join(str(path) for path in paths)
+        raise BadInputError(f"{named}: no <!-- capsule:numbers run=... block=... --> regions to check")
+    return CheckResult(regions, facts_total, drifts, words_total, tuple(unquoted))
 
 
 def _render_comparison_region(region: Region, comparison: ComparisonRenderer | None) -> str:
