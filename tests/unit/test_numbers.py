@@ -166,6 +166,22 @@ def test_check_numbers_command(run: Path, tmp_path: Path) -> None:
     assert runner.invoke(cli, ["check-numbers", str(plain)]).exit_code == 2
 
 
+def test_pages_without_regions_pass_beside_a_page_with_them_but_not_alone(run: Path, tmp_path: Path) -> None:
+    """`capsule check-numbers README.md docs/*.md`: a docs page that quotes no run is named, not an
+    error; a set of files none of which holds a region still is (it would check nothing)."""
+    runner = CliRunner()
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers 1.0\n", encoding="utf-8")
+    other = tmp_path / "other.md"
+    other.write_text("nothing quoted\n", encoding="utf-8")
+    ok = runner.invoke(cli, ["check-numbers", str(run / "RESULTS.md"), str(plain), str(other)])
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.splitlines()[-1] == f"no regions in 2 file(s): {plain}, {other}"
+    assert check_files([run / "RESULTS.md", plain]).unquoted == (plain,)
+    alone = runner.invoke(cli, ["check-numbers", str(plain), str(other)])
+    assert alone.exit_code == 2 and "no <!-- capsule:numbers" in alone.output
+
+
 def test_report_update_command(run: Path, tmp_path: Path) -> None:
     path = _readme(tmp_path, run)
     result = CliRunner().invoke(cli, ["report", str(run), "--update", str(path)])
