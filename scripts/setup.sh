@@ -12,7 +12,7 @@ platform="${CAPSULE_PLATFORM:-$(uname -s)-$(uname -m)}"
 die() { echo "Error: $*" >&2; exit 2; }
 
 [ "$platform" = Linux-x86_64 ] \
-  || die "requirements/cpu.lock covers Linux x86-64 only, this is $platform; use the capsule-cpu image (docker run --platform linux/amd64 ...) or see README 'Platforms'"
+  || die "requirements/cpu.lock covers Linux x86-64 only, this is $platform; use the capsule-cpu image (docker run --platform linux/amd64 ...) or see docs/install.md 'Platforms'"
 command -v "$python" >/dev/null 2>&1 \
   || die "$python not found; install Python 3.11 (Debian/Ubuntu: apt-get install python3.11 python3.11-venv; or uv python install 3.11) or pass PYTHON=/path/to/python3.11 to make"
 "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
