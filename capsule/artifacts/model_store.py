@@ -2,7 +2,7 @@
 
 source "embedded": the capsule's own SmolLM2 directory (`capsule.artifacts.embedded_model.fetch_model`).
 source "path" / "hub": a directory given with `--model-dir`, else `$CAPSULE_MODELS/<repo name>`, else
-`models/<repo name>` in the working directory (where the README's `hf download ... --local-dir` puts it).
+`models/<repo name>` in the working directory (where `capsule fetch --plan` puts it; docs/gpu-host.md).
 Either way the plan's pinned `model.files` sha256s are checked first, and `capsule-model.json` too
 when the directory has one; any difference is a VerificationError and nothing is loaded.
 """
@@ -18,7 +18,7 @@ from capsule.hashing import sha256_file
 from capsule.prereg.plan import Model
 
 MODELS_ENV = "CAPSULE_MODELS"
-DEFAULT_MODELS_ROOT = Path("models")  # the README's `hf download ... --local-dir models/<repo name>`
+DEFAULT_MODELS_ROOT = Path("models")  # `capsule fetch --plan` writes models/<repo name> (docs/gpu-host.md)
 
 
 def local_model_dir(model: Model) -> tuple[Path, str]:
