@@ -186,6 +186,14 @@ SPECS: dict[str, BackendSpec] = {
             ),
             "device": Option(str, "None: cuda when available, else cpu (the device used is recorded)"),
         },
+        refusals=(
+            Refusal(
+                "BackendRefusedError",
+                r"device \S+ is absent: this host has \d+ CUDA device",
+                "the capsule's own check (capsule.generation.backends.hf): an arm's explicit device "
+                "(a cross-device control's cuda:1) that this host does not have",
+            ),
+        ),
     ),
     "vllm": BackendSpec(
         "capsule.generation.backends.vllm:VLLMBackend",
