@@ -118,6 +118,6 @@ QWEN35_MODEL: dict[str, bytes] = {
     "pytorch_model.bin": b"another weight format: never fetched",
     "README.md": b"# a card\n",
 }
-#: What a plan of it pins (as agents-a1-4b-v2 does: weights, index, tokenizer, template, config).
+#: What a plan of it pins (as agents-a1-4b-v2 and -v3 do: weights, index, tokenizer, template, config).
 QWEN35_PINNED = ("model-00000-of-00002.safetensors", "model-00001-of-00002.safetensors",
                  "model.safetensors.index.json", "tokenizer.json", "chat_template.jinja", "config.json")
