@@ -7,12 +7,16 @@ stops the run with one `Error:` line naming the arm (exit 2) and keeps what was 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 from fake_plan import PLAN_DIR, PLAN_NAME, fake_arm, fake_verdict, write_and_seal_fake_plan
 
 from capsule.cli import cli
+from capsule.generation.backends.startup_log import StderrTee
 from capsule.generation.refusals import BackendRefusedError, refusal_of
 from capsule.run_dir import RunDir
 
@@ -150,3 +154,17 @@ def test_refusal_patterns_are_narrow() -> None:
     assert refusal_of("vllm", crashed) is None
     own = BackendRefusedError("a", "vllm", "vLLM-CPU cannot run VLLM_BATCH_INVARIANT=1: Triton")
     assert refusal_of("vllm", own) is not None
+
+
+def test_an_engine_process_refusal_is_read_from_its_start_up_log() -> None:
+    """A child started while the engine starts writes the refusal to its stderr (as vLLM's engine
+    process does); the caller's error carries that log, and the refusal is found in it."""
+    child = (
+        "import sys; sys.stderr.write('(EngineCore pid=7) ERROR [core.py:1] RuntimeError: VLLM "
+        "batch_invariant mode is not supported for GDN_ATTN.\\n')"
+    )
+    with pytest.raises(RuntimeError) as caught, StderrTee():
+        subprocess.run([sys.executable, "-c", child], check=True)
+        raise RuntimeError("Engine core initialization failed. See root cause above.")
+    found = refusal_of("vllm", caught.value)
+    assert found is not None and found.message == "VLLM batch_invariant mode is not supported for GDN_ATTN."
