@@ -209,6 +209,7 @@ SPECS: dict[str, BackendSpec] = {
         "pip install httpx (and vllm, to launch a server)",
         {**SERVER_CLIENT_OPTIONS, **VLLM_ENGINE_OPTIONS},
         scope="arm",  # every remaining request of the arm, sent by `concurrency` client threads
+        refusals=tuple(r for r in VLLM_REFUSALS if r.log),  # read in the launched server's log
     ),
     FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",

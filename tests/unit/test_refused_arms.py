@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from fake_plan import PLAN_DIR, PLAN_NAME, fake_arm, fake_verdict, write_and_seal_fake_plan
 
 from capsule.cli import cli
+from capsule.errors import CapsuleError
 from capsule.generation.backends.startup_log import StderrTee
 from capsule.generation.refusals import BackendRefusedError, refusal_of
 from capsule.run_dir import RunDir
@@ -168,3 +169,22 @@ def test_an_engine_process_refusal_is_read_from_its_start_up_log() -> None:
         raise RuntimeError("Engine core initialization failed. See root cause above.")
     found = refusal_of("vllm", caught.value)
     assert found is not None and found.message == "VLLM batch_invariant mode is not supported for GDN_ATTN."
+
+
+def test_a_launched_server_that_refuses_at_start_up_is_read_from_its_log(tmp_path: Path) -> None:
+    """The server backend's launched `vllm serve` writes the engine's refusal to its log and exits:
+    the error carries the log, and the server backend's declared refusals match it."""
+    import httpx
+
+    from capsule.generation.backends.server_launch import launch, wait_healthy
+
+    script = (
+        "import sys; print('(EngineCore pid=9) ERROR RuntimeError: VLLM batch_invariant mode is not "
+        "supported for GDN_ATTN.'); sys.exit(1)"
+    )
+    server = launch(RunDir(tmp_path), "bi", lambda port: [sys.executable, "-c", script], {})
+    with httpx.Client() as client, pytest.raises(CapsuleError) as caught:
+        wait_healthy(server, client, timeout_s=30)
+    found = refusal_of("server", caught.value)
+    assert found is not None and found.message == "VLLM batch_invariant mode is not supported for GDN_ATTN."
+    assert refusal_of("server", RuntimeError("the launched server exited with code 1")) is None
