@@ -13,6 +13,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     import.json                  instead, for an import: the files, disagreements, band, comparison
     manifest.json                the machine fingerprint (machine.manifest)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
+    generations/<arm>.refused.json  instead, an arm its backend refused at load (the engine's message)
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
     scores/stability/<c>.jsonl   unseeded scorer runs of a scorer_stability control
     servers/<arm>.command.json   a launched OpenAI-compatible server: command line, version, port
@@ -60,6 +61,7 @@ SERVER_LOG_SUFFIX = ".log"
 SERVER_PID_SUFFIX = ".pid.json"
 ROWS_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
+REFUSED_SUFFIX = ".refused.json"
 
 #: The one rule for names that become file or directory names (plans, arms, controls, subsets,
 #: comparisons, `capsule generate --name`): a lowercase letter or digit first, then up to 63 of
@@ -132,6 +134,10 @@ class RunDir:
     def generations_meta(self, arm: str) -> Path:
         """An arm's generation sidecar: settings, plan hash, manifest digest, status."""
         return self.generations_dir / f"{safe_name(arm, 'arm name')}{META_SUFFIX}"
+
+    def refusal(self, arm: str) -> Path:
+        """An arm its backend refused at load time: the engine's message, the settings, when."""
+        return self.generations_dir / f"{safe_name(arm, 'arm name')}{REFUSED_SUFFIX}"
 
     def scores(self, arm: str) -> Path:
         """An arm's seeded score rows."""

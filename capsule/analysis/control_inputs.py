@@ -36,3 +36,8 @@ class ControlInputs:
     band_fn: BandFn | None = None
     prompts: Mapping[int, Prompt] | None = None
     stability: Mapping[str, Sequence[Rows]] | None = None
+    refused: Mapping[str, str] | None = None  # arm -> the engine's message, for arms refused at load
+
+    def refused_among(self, arms: Sequence[str]) -> dict[str, str]:
+        """Those of `arms` the backend refused, with the engine's message."""
+        return {arm: (self.refused or {})[arm] for arm in arms if arm in (self.refused or {})}

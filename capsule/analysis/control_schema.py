@@ -190,6 +190,7 @@ class SkippedControl:
     skipped: str
     failures: list[str]
     description: str | None = omittable()
+    refused: dict[str, str] | None = omittable()  # its arms the backend refused: arm -> message
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from capsule.analysis.control_schema import (
 from capsule.analysis.divergence import identity_contrast
 from capsule.analysis.paired import paired_comparison
 from capsule.analysis.paired_schema import Paired
+from capsule.generation.refused_arms import not_run_text
 from capsule.prereg.plan import Control
 
 
@@ -37,7 +38,25 @@ def missing_arms(control: Control, inputs: ControlInputs) -> list[str]:
     return [arm for arm in control.arms if not inputs.generations.get(arm)]
 
 
+def refused_control(control: Control, inputs: ControlInputs) -> SkippedControl | None:
+    """The section of a control one of whose arms the backend refused (None: none was)."""
+    refused = inputs.refused_among(control.arms)
+    if not refused:
+        return None
+    return SkippedControl(
+        kind=control.kind,
+        arms=list(control.arms),
+        skipped=not_run_text(refused),
+        failures=[],
+        description=control.description,
+        refused=refused,
+    )
+
+
 def _skipped(control: Control, inputs: ControlInputs) -> SkippedControl | None:
+    refused = refused_control(control, inputs)
+    if refused is not None:
+        return refused
     missing = missing_arms(control, inputs)
     if not missing:
         return None

@@ -21,6 +21,8 @@ from capsule.analysis.outcomes import Outcomes, outcomes_from_scores
 from capsule.analysis.paired import paired_comparison
 from capsule.analysis.readings import arm_section, reading_section
 from capsule.analysis.schema import SCHEMA, Analysis, ClaimInfo, ComparisonSection, Headline, PlanInfo
+from capsule.analysis.stats import NOT_RUN
+from capsule.generation.refused_arms import not_run_text
 from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.plan import Control, Plan
 from capsule.run_dir import RunDir
@@ -33,10 +35,13 @@ def run_control(control: Control, inputs: ControlInputs) -> ControlSection:
     return section
 
 
-def _comparisons(plan: Plan, outcomes: Mapping[str, Outcomes]) -> dict[str, ComparisonSection]:
+def _comparisons(
+    plan: Plan, outcomes: Mapping[str, Outcomes], refused: Mapping[str, str]
+) -> dict[str, ComparisonSection]:
     rule = plan.verdict
     found = {}
     for c in plan.comparisons:
+        needs = {arm: refused[arm] for arm in c.arms if arm in refused}
         paired = paired_comparison(
             c.arms,
             outcomes.get(c.arms[0]),
@@ -47,6 +52,12 @@ def _comparisons(plan: Plan, outcomes: Mapping[str, Outcomes]) -> dict[str, Comp
             resamples=rule.bootstrap_resamples,
             seed=rule.bootstrap_seed,
         )
+        if needs:  # the paired test ran on nothing: say why, and give no verdict
+            fields = {**fields_of(paired), "verdict": NOT_RUN}
+            found[c.name] = ComparisonSection(
+                **fields, description=c.description, not_run=not_run_text(needs)
+            )
+            continue
         found[c.name] = ComparisonSection(**fields_of(paired), description=c.description)
     return found
 
@@ -61,6 +72,7 @@ def analyse(
     tokenize: Tokenize | None = None,
     prompts: Mapping[int, Prompt] | None = None,
     stability_scores: Mapping[str, Sequence[Rows]] | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> Analysis:
     """The analysis: per arm, per comparison, per control, the headline and failed controls.
 
@@ -70,8 +82,11 @@ def analyse(
     (from `capsule.analysis.scorer_controls.stability_runs`); without it the runs are made here, and the
     result is then no longer a pure function of the files. `tokenize` counts first-divergence
     indices in model tokens (default: characters). `prompts` is needed by scorer_sanity and to
-    know how many prompts an "all" subset plans.
+    know how many prompts an "all" subset plans. `refused` maps each arm its backend refused at load
+    to the engine's message: every control, comparison and reading that needs one says
+    "not run: refused (...)" (`capsule.generation.refused_arms`).
     """
+    refused = dict(refused or {})
     outcomes = {
         arm: outcomes_from_scores(rows, RunDir(Path()).scores(arm).as_posix())
         for arm, rows in scores.items()
@@ -79,7 +94,9 @@ def analyse(
     }
     rule = plan.verdict
     arms = {
-        arm.name: arm_section(plan, arm, generations.get(arm.name, []), outcomes.get(arm.name), prompts)
+        arm.name: arm_section(
+            plan, arm, generations.get(arm.name, []), outcomes.get(arm.name), prompts, refused.get(arm.name)
+        )
         for arm in plan.arms
     }
     inputs = ControlInputs(
@@ -91,11 +108,13 @@ def analyse(
         band_fn=band_fn,
         prompts=prompts,
         stability=stability_scores,
+        refused=refused,
     )
     controls = {control.name: run_control(control, inputs) for control in plan.controls}
     failed = [name for name, section in controls.items() if section.failures]
     metrics = list(dict.fromkeys((plan.claim.metric, *plan.claim.other_readings)))
-    readings = [reading_section(plan, metric, outcomes.get(rule.arm)) for metric in metrics]
+    not_run = not_run_text({rule.arm: refused[rule.arm]}) if rule.arm in refused else None
+    readings = [reading_section(plan, metric, outcomes.get(rule.arm), not_run) for metric in metrics]
     claim = plan.claim
     return Analysis(
         schema=SCHEMA,
@@ -103,11 +122,12 @@ def analyse(
         claim=ClaimInfo(claim.text, claim.value, claim.metric, list(claim.other_readings), claim.source),
         verdict_rule=rule,
         arms=arms,
-        comparisons=_comparisons(plan, outcomes),
+        comparisons=_comparisons(plan, outcomes, refused),
         controls=controls,
         headline=Headline(readings[0].verdict, readings, bool(failed)),
         failed_controls=sorted(failed),
         skipped_controls=sorted(n for n, s in controls.items() if isinstance(s, SkippedControl)),
+        refused_arms=refused or None,
     )
 
 

@@ -24,6 +24,7 @@ from capsule.analysis.schema import (
     Truncation,
 )
 from capsule.analysis.stats import (
+    NOT_RUN,
     UNDERPOWERED,
     bootstrap_interval,
     claim_verdict,
@@ -76,10 +77,12 @@ def metric_section(outcomes: Outcomes, metric: str, confidence: float, boot: np.
 
 
 def arm_section(
-    plan: Plan, arm: Arm, rows: Rows, outcomes: Outcomes | None, prompts: Mapping[int, Prompt] | None
+    plan: Plan, arm: Arm, rows: Rows, outcomes: Outcomes | None, prompts: Mapping[int, Prompt] | None,
+    refused: str | None = None,
 ) -> ArmSection:
     """Per arm: prompt counts (planned, generated, scored, partial), settings, metrics with
-    intervals, thinking closure, truncation at the token cap and token statistics."""
+    intervals, thinking closure, truncation at the token cap and token statistics; `refused`: the
+    engine's message when the backend refused the arm at load (the arm then has no rows)."""
     rule = plan.verdict
     planned = planned_n(plan, arm, prompts)
     n_scored = outcomes.n if outcomes is not None else 0
@@ -109,11 +112,15 @@ def arm_section(
         closure=Closure(closed, unclosed, _share(closed, closed + unclosed)),
         truncation=Truncation(truncated, _share(truncated, len(rows))),
         tokens=token_stats(rows, timing_scope(arm)),
+        refused=refused,
     )
 
 
-def reading_section(plan: Plan, metric: str, outcomes: Outcomes | None) -> Reading:
-    """The claim read as `metric` on the verdict arm: interval, verdict and flips to reverse it."""
+def reading_section(
+    plan: Plan, metric: str, outcomes: Outcomes | None, not_run: str | None = None
+) -> Reading:
+    """The claim read as `metric` on the verdict arm: interval, verdict and flips to reverse it.
+    `not_run`: the verdict arm was refused ("not run: refused (...)"); the verdict is then NOT RUN."""
     rule, claim = plan.verdict, plan.claim.value / 100.0
     kind = interval_kind(metric, rule.interval)
     n = outcomes.n if outcomes is not None else 0
@@ -125,10 +132,11 @@ def reading_section(plan: Plan, metric: str, outcomes: Outcomes | None) -> Readi
         min_n=rule.min_n,
         interval=None,
         value_pct=None,
-        verdict=UNDERPOWERED,
+        verdict=NOT_RUN if not_run else UNDERPOWERED,
         flips_to_reverse=None,
+        not_run=not_run,
     )
-    if outcomes is None or n == 0:
+    if not_run or outcomes is None or n == 0:
         return empty
     metric_parts = parts(outcomes, metric)
     flips: int | None = None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.analysis.codec import decode, encode
+from capsule.analysis.codec import decode, encode, omittable
 from capsule.analysis.control_schema import ControlSection
 from capsule.analysis.paired_schema import Bounds, Interval, Paired
 from capsule.prereg.metrics import interval_kind
@@ -99,6 +99,7 @@ class ArmSection:
     closure: Closure
     truncation: Truncation
     tokens: TokenStats
+    refused: str | None = omittable()  # the backend refused the arm at load: the engine's message
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class ComparisonSection(Paired):
     """A plan's paired comparison: the paired test and the plan's description of it."""
 
     description: str
+    not_run: str | None = omittable()  # an arm it needs was refused: "not run: refused (...)"
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ class Reading:
     value_pct: float | None
     verdict: str
     flips_to_reverse: int | None
+    not_run: str | None = omittable()  # the verdict arm was refused: "not run: refused (...)"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reading:
@@ -170,6 +173,7 @@ class Analysis:
     headline: Headline
     failed_controls: list[str]
     skipped_controls: list[str]
+    refused_arms: dict[str, str] | None = omittable()  # arm -> the engine's message; absent: none
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready dict of analysis.json."""

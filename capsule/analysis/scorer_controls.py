@@ -31,6 +31,7 @@ from capsule.analysis.control_schema import (
     Traced,
     UnstablePrompt,
 )
+from capsule.analysis.controls import refused_control
 from capsule.analysis.outcomes import READINGS, Outcomes, outcomes_from_scores, parts, value
 from capsule.analysis.stats import percent
 from capsule.errors import BadInputError
@@ -131,6 +132,9 @@ def scorer_stability(
 def run_scorer_stability(control: Control, inputs: ControlInputs) -> ControlSection:
     """The scorer_stability runner: the stored unseeded runs (made here when none are stored, which
     makes the analysis no longer a pure function of the files); skipped without generations."""
+    refused = refused_control(control, inputs)
+    if refused is not None:
+        return refused
     if not inputs.generations.get(control.arms[0]):
         return SkippedControl(
             kind=control.kind, arms=list(control.arms), skipped="no generations", failures=[]
@@ -254,6 +258,9 @@ def scorer_sanity(
 def run_scorer_sanity(control: Control, inputs: ControlInputs) -> ControlSection:
     """The scorer_sanity runner: `scorer_sanity` with the plan's scorer seed; skipped when the
     control names an arm that has no generations."""
+    refused = refused_control(control, inputs)
+    if refused is not None:
+        return refused
     if control.arms and not inputs.generations.get(control.arms[0]):
         return SkippedControl(
             kind=control.kind, arms=list(control.arms), skipped="no generations", failures=[]

@@ -20,6 +20,7 @@ from capsule.errors import BadInputError
 REPRODUCED = "REPRODUCED"
 NOT_REPRODUCED = "NOT REPRODUCED"
 UNDERPOWERED = "UNDERPOWERED"
+NOT_RUN = "NOT RUN"  # a verdict or comparison whose arm the backend refused (a result, not a gap)
 INTERVALS: tuple[str, ...] = ("wilson", "clopper_pearson", "bootstrap")
 
 

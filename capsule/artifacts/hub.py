@@ -6,9 +6,13 @@ so those are pinned without downloading them. Other files (configs, tokenizer, c
 carry only a git blob id, which is not a sha256 of the bytes, so `read_hub_snapshot` downloads them
 to hash them; the configs are downloaded in any case, because the standard plan reads them.
 
-`fetch_hub_model` downloads the files a plan pins at its revision into a staging directory beside
-the model's directory, checks each against the plan, and only then moves them into place: a file
-whose sha256 differs never reaches the directory the capsule loads from.
+`fetch_hub_model` downloads the files a plan pins at its revision, and every other file of that
+revision a loader reads (configs, tokenizer files, generation config, processor configs, chat
+template: `model_files.pinned_names`, never another weight format), into a staging directory beside
+the model's directory; checks the pinned ones against the plan and LFS ones against the hub's
+sha256; refuses a revision that lacks a file the plan's loader reads; and only then moves them into
+place: a file whose sha256 differs, or a snapshot missing a file, never reaches the directory the
+capsule loads from. The run's manifest records every file's sha256 (`machine.manifest`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.artifacts.cache import set_aside
-from capsule.artifacts.model_files import CONFIG_FILES, pinned_names
+from capsule.artifacts.model_files import CONFIG_FILES, missing_loader_file, pinned_names
 from capsule.errors import BadInputError, UnavailableError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.prereg.plan import Model
@@ -113,9 +117,18 @@ def fetch_hub_model(
             f"model {model.name!r} has source {model.source!r}; only hub models are downloaded"
         )
     missing = _kept(target, model.files, say)
+    api = api if api is not None else hub_api()
+    try:
+        lfs = _loader_files(model, api, target)
+    except UnavailableError as error:
+        if missing:
+            raise
+        say(f"{error}; the pinned files are all present and verified, so nothing else was fetched")
+        return []
+    extra = sorted(name for name in lfs if name not in model.files and not (target / name).is_file())
+    missing += extra
     if not missing:
         return []
-    api = api if api is not None else hub_api()
     staging = target.parent / f".{target.name}.download"
     staging.mkdir(parents=True, exist_ok=True)
     say(f"downloading {len(missing)} file(s) of {model.repo}@{model.revision} into {staging}")
@@ -130,6 +143,9 @@ def fetch_hub_model(
         ) from error
     for name in missing:
         path = staging / name
+        if name in extra:
+            _check_extra(model, name, path, lfs[name], target)
+            continue
         if not path.is_file():
             raise VerificationError(
                 f"{model.repo}@{model.revision}: {name} was not downloaded (the revision has no such file), "
@@ -149,3 +165,39 @@ def fetch_hub_model(
         os.replace(staging / name, target / name)
     shutil.rmtree(staging, ignore_errors=True)
     return missing
+
+
+def _loader_files(model: Model, api: Any, target: Path) -> dict[str, str | None]:
+    """Every file of the revision a loader reads, with the hub's sha256 for LFS files (None for the
+    others); BadInputError naming the first file the plan's loader reads that the revision lacks."""
+    try:
+        info = api.model_info(model.repo, revision=model.revision, files_metadata=True)
+    except Exception as error:  # the hub client raises errors of several libraries (HTTP, network, ids)
+        raise UnavailableError(
+            f"hub model {model.repo}@{model.revision}: {type(error).__name__}: {error}; on a host without "
+            "network, copy the model directory there and pass --model-dir (or set $CAPSULE_MODELS)"
+        ) from error
+    siblings = {s.rfilename: s for s in (info.siblings or [])}
+    names = pinned_names(siblings)
+    lacking = missing_loader_file(set(names) | set(model.files), model.loader)
+    if lacking is not None:
+        raise BadInputError(
+            f"{model.repo}@{model.revision}: the snapshot has no {lacking}, which the {model.loader} loader "
+            f"reads; nothing moved into {target}"
+        )
+    return {n: (str(siblings[n].lfs.sha256) if siblings[n].lfs is not None else None) for n in names}
+
+
+def _check_extra(model: Model, name: str, path: Path, expected: str | None, target: Path) -> None:
+    """An unpinned loader file as downloaded: present, and (an LFS file) of the hub's sha256."""
+    if not path.is_file():
+        raise VerificationError(
+            f"{model.repo}@{model.revision}: {name} was not downloaded, though the revision lists it; "
+            f"nothing moved into {target}"
+        )
+    if expected is not None and sha256_file(path) != expected:
+        aside = set_aside(path)
+        raise VerificationError(
+            f"{name}: sha256 {sha256_file(aside)}, the hub's metadata says {expected} "
+            f"({model.repo}@{model.revision}); set aside as {aside}, nothing moved into {target}"
+        )

@@ -24,6 +24,28 @@ from capsule.jsonio import read_json
 PINNED_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.txt")
 CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")  # read, not only hashed
 DTYPES = ("bfloat16", "float16", "float32")
+# The files a loader reads besides the weights, by the plan's [model] loader: each alternative set is
+# enough (the first is named when none is there). The seed took its stop tokens from
+# generation_config.json, so it is required too; an image-text-to-text checkpoint is loaded with its
+# processor, whose image-processor config transformers reads even for text-only prompts.
+LOADER_FILES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "causal_lm": (("config.json",), ("tokenizer_config.json",), ("generation_config.json",)),
+    "image_text_to_text": (
+        ("config.json",),
+        ("tokenizer_config.json",),
+        ("generation_config.json",),
+        ("preprocessor_config.json", "processor_config.json"),
+    ),
+}
+
+
+def missing_loader_file(names: Iterable[str], loader: str) -> str | None:
+    """The first file the `loader` reads that `names` lacks (None when nothing is missing)."""
+    present = set(names)
+    for alternatives in LOADER_FILES.get(loader, ()):
+        if not present & set(alternatives):
+            return alternatives[0]
+    return None
 # Sampling when generation_config.json gives none: plain sampling at temperature 1 (no truncation).
 SAMPLING_FALLBACK: dict[str, float | int] = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
 

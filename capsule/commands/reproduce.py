@@ -63,6 +63,11 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
     help="Ed25519 private key to sign with (default: $CAPSULE_SIGNING_KEY, then the user key).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
+@click.option(
+    "--retry-refused",
+    is_flag=True,
+    help="Resuming: load the backend again for arms it refused before (default: keep the refusal).",
+)
 @endpoint_options
 def reproduce(
     plan_path: Path,
@@ -75,6 +80,7 @@ def reproduce(
     prompts_path: Path | None,
     signing_key: Path | None,
     no_progress: bool,
+    retry_refused: bool,
     endpoint: str | None,
     endpoint_key_env: str,
 ) -> None:
@@ -94,6 +100,7 @@ def reproduce(
         progress=not no_progress,
         endpoint=endpoint,
         endpoint_key_env=endpoint_key_env,
+        retry_refused=retry_refused,
     )
     if dry_run:
         click.echo(

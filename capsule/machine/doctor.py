@@ -28,6 +28,7 @@ from capsule.errors import CapsuleError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json_object
 from capsule.machine.gpu import probe_gpus
+from capsule.machine.loader_check import check_loadable
 from capsule.machine.memory import (
     GIB,
     ArmNeed,
@@ -183,6 +184,16 @@ def _check_weights(report: Report, plan: Plan, directory: Path | None, how: str)
     return True
 
 
+def _check_loader(report: Report, plan: Plan, directory: Path) -> None:
+    """The configs, tokenizer, generation config and processor load, without weights."""
+    checked = check_loadable(directory, plan.model.loader)
+    if checked.problem:
+        fix = f"; run `capsule fetch model --plan {plan.path.parent}`" if plan.model.source == "hub" else ""
+        report.add(STATUS_MISSING, "loader files", checked.problem + fix)
+        return
+    report.add(STATUS_OK, "loader files", f"loaded without weights: {', '.join(checked.loaded)}")
+
+
 def _check_software(report: Report, plan: Plan, host: HostFacts) -> None:
     backends = {arm.backend for arm in plan.arms}
     if backends & {"vllm", "server"}:  # a server arm launches a vLLM server unless given --endpoint
@@ -282,6 +293,8 @@ def run_doctor(
     _check_prompts(report, plan, prompts_path)
     _check_scorer_data(report)
     present = _check_weights(report, plan, directory, how)
+    if present and directory is not None:
+        _check_loader(report, plan, directory)
     model = model_facts(plan, directory if present else None)
     needs = [arm_need(arm, model, host) for arm in plan.arms]
     _check_software(report, plan, host)

@@ -56,6 +56,7 @@ class ReproduceOptions:
     progress: bool = True
     endpoint: str | None = None  # server arms: this OpenAI-compatible endpoint instead of a launched one
     endpoint_key_env: str = ENDPOINT_KEY_ENV  # the variable holding its API key (never written)
+    retry_refused: bool = False  # load the backend again for arms a resumed run records as refused
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def _run_opened(
     inputs = GenerateInputs(prompts, model_dir, seal["sha256"], digest)
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,
-        endpoint=options.endpoint, key_env=options.endpoint_key_env,
+        endpoint=options.endpoint, key_env=options.endpoint_key_env, retry_refused=options.retry_refused,
     )
     say("scoring and analysing")
     analysis = analyse(run.dir, plan, prompts, None if options.dry_run else model_tokenizer(model_dir))

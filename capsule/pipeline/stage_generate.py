@@ -3,6 +3,11 @@
 Arms run in plan order; one loaded backend serves consecutive arms whose reuse key matches, so a
 plan of several batch sizes loads the model once. A dry run puts every arm on the fake backend and
 tokenizer, which walks the whole pipeline in seconds with no model.
+
+An arm whose backend refuses its settings at load time (`capsule.generation.refusals`) is recorded
+as refused (`generations/<arm>.refused.json`) and the run goes on; a resumed run does not retry it
+unless `retry_refused`. Any other failure stops the run with one error naming the arm
+(`ArmFailedError`); what was generated stays on disk, and the same command resumes.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import BadInputError
+from capsule.errors import BadInputError, CapsuleError
 from capsule.generation.arm_runner import generate_arm, subset_keys
 from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, load_backend, reuse_key
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
+from capsule.generation.refusals import BackendRefusedError
+from capsule.generation.refused_arms import record_refusal, refusal_message
 from capsule.jsonio import read_json_object
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.prereg.plan import Arm, Plan
@@ -46,6 +53,18 @@ def arm_done(run: RunDir, arm: str) -> bool:
     return read_json_object(meta, "generations sidecar").get("status") == "complete"
 
 
+class ArmFailedError(CapsuleError):
+    """An arm failed for a reason that is not a declared refusal: the run stops, naming the arm."""
+
+    def __init__(self, arm: str, error: BaseException) -> None:
+        what = str(error) if isinstance(error, CapsuleError) else f"{type(error).__name__}: {error}"
+        super().__init__(
+            f"arm {arm!r} failed: {' '.join(what.split())[:800]}; everything generated so far is "
+            "kept: run the same command again to resume"
+        )
+        self.exit_code = error.exit_code if isinstance(error, CapsuleError) else 2
+
+
 def _model_path(model_dir: Path | None) -> Path:
     if model_dir is None:
         raise BadInputError("this step needs the model directory")
@@ -54,10 +73,11 @@ def _model_path(model_dir: Path | None) -> Path:
 
 def generate_all(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say,
-    endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV,
+    endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV, retry_refused: bool = False,
 ) -> None:
     """Generate every arm in plan order, reusing one loaded backend across arms that allow it.
-    `endpoint` / `key_env`: server arms use that endpoint instead of launching a server."""
+    `endpoint` / `key_env`: server arms use that endpoint instead of launching a server.
+    `retry_refused`: load the backend again for arms recorded as refused (else they are skipped)."""
     context = BackendContext(run.dir, endpoint, key_env)
     arms = [
         dry_run_arm(arm) if dry_run else arm for arm in plan.arms
@@ -68,33 +88,61 @@ def generate_all(
     loaded: tuple[Any, Any] | None = None  # (reuse key, backend)
     try:
         for arm in arms:
-            keys = arm_keys(plan, arm, inputs.prompts)
-            key = reuse_key(arm)
-            if loaded is None or loaded[0] != key:
-                if loaded is not None:
-                    loaded[1].close()
-                    loaded = None
-                if not arm_done(run.dir, arm.name):
-                    say(f"loading backend {arm.backend} for arm {arm.name}")
-                    model = _model_path(model_dir)
-                    loaded = (key, load_backend(arm.backend, model, arm, plan.model.loader, context))
-            result = generate_arm(
-                arm,
-                prompts=inputs.prompts,
-                keys=keys,
-                model_dir=_model_path(model_dir),
-                out_dir=run.path,
-                plan_hash=inputs.plan_sha256,
-                manifest_digest=inputs.manifest_digest,
-                backend=loaded[1] if loaded else None,
-                progress=progress,
-                tokenizer=tokenizer,
-                loader=plan.model.loader,
-                endpoint=endpoint,
-                key_env=key_env,
-            )
-            state = "complete" if result.complete else f"partial ({result.reason})"
-            say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")
+            refused = refusal_message(run.dir, arm.name)
+            if refused is not None and not retry_refused:
+                say(f"arm {arm.name}: refused before ({refused}); not retried (--retry-refused retries it)")
+                continue
+            if loaded is not None and loaded[0] != reuse_key(arm):
+                loaded[1].close()
+                loaded = None
+            try:
+                loaded = _generate_one(
+                    plan, run, inputs, arm, loaded, tokenizer, model_dir, context, progress, say
+                )
+            except BackendRefusedError as error:
+                record_refusal(run.dir, arm, error, inputs.plan_sha256, inputs.manifest_digest)
+                say(f"arm {arm.name}: REFUSED by backend {arm.backend}: {error.message}")
+            except CapsuleError as error:
+                if isinstance(error, ArmFailedError):
+                    raise
+                raise ArmFailedError(arm.name, error) from error
+            except Exception as error:
+                raise ArmFailedError(arm.name, error) from error
+            else:
+                if refused is not None:  # retried, and the backend took it this time
+                    run.dir.refusal(arm.name).unlink(missing_ok=True)
     finally:
         if loaded is not None:
             loaded[1].close()
+
+
+def _generate_one(
+    plan: Plan, run: OpenRun, inputs: GenerateInputs, arm: Arm, loaded: tuple[Any, Any] | None,
+    tokenizer: Any, model_dir: Path | None, context: BackendContext, progress: bool, say: Say,
+) -> tuple[Any, Any] | None:
+    """One arm: load its backend unless `loaded` (None, or one loaded for this arm's reuse key)
+    serves it or the arm is done; generate what is missing; return the backend now loaded."""
+    keys = arm_keys(plan, arm, inputs.prompts)
+    if loaded is None:
+        if not arm_done(run.dir, arm.name):
+            say(f"loading backend {arm.backend} for arm {arm.name}")
+            model = _model_path(model_dir)
+            loaded = (reuse_key(arm), load_backend(arm.backend, model, arm, plan.model.loader, context))
+    result = generate_arm(
+        arm,
+        prompts=inputs.prompts,
+        keys=keys,
+        model_dir=_model_path(model_dir),
+        out_dir=run.path,
+        plan_hash=inputs.plan_sha256,
+        manifest_digest=inputs.manifest_digest,
+        backend=loaded[1] if loaded else None,
+        progress=progress,
+        tokenizer=tokenizer,
+        loader=plan.model.loader,
+        endpoint=context.endpoint,
+        key_env=context.key_env,
+    )
+    state = "complete" if result.complete else f"partial ({result.reason})"
+    say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")
+    return loaded

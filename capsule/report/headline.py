@@ -20,6 +20,8 @@ def _verdict_clause(reading: Reading) -> str:
     """Why the verdict is what it is, in words (numbers from the reading only)."""
     claim = fmt_pct(reading.claim_pct)
     interval = reading.interval
+    if reading.not_run is not None:
+        return f"arm `{reading.arm}` was {reading.not_run.replace('not run: ', 'not run, ', 1)}."
     if reading.value_pct is None or interval is None:
         return f"arm `{reading.arm}` has no scored prompts yet."
     where = (
@@ -43,6 +45,8 @@ def headline_line(reading: Reading | Mapping[str, Any]) -> str:
     """One reading of the claim in one line, as the CLI prints it (from a `Reading` or its JSON)."""
     if not isinstance(reading, Reading):
         reading = Reading.from_json(reading)
+    if reading.not_run is not None:
+        return f"{reading.metric} on {reading.arm}: {reading.verdict}: {reading.not_run}"
     flips = reading.flips_to_reverse
     tail = "" if flips is None else f" ({plural(flips, 'prompt flip')} would reverse it)"
     return (

@@ -10,7 +10,7 @@ A region is the text between
 run's analysis.json (and manifest.json) and compares it with the region whole, in two passes:
 
 - the *facts* in order: every number as printed (`16.96`, `1/8` is two, `1e-05` one) and every
-  verdict word in capitals (REPRODUCED, NOT REPRODUCED, UNDERPOWERED, FAILED, DIFFER,
+  verdict word in capitals (REPRODUCED, NOT REPRODUCED, NOT RUN, UNDERPOWERED, FAILED, DIFFER,
   INDISTINGUISHABLE); a fact that differs, is missing or is extra is drift, named one by one;
 - then, in a region whose facts all match, every word: the claims around the numbers ("excludes",
   "above", "the seed") are rendered from analysis.json too, so a changed word is drift as well,
@@ -43,7 +43,7 @@ ATTR = re.compile(r"(\w+)=(\S+)")
 ATTRIBUTES = ("run", "block", "against")
 #: A fact: a verdict word in capitals, or a number (sign, decimals, exponent) not glued to a word.
 FACT = re.compile(
-    r"NOT REPRODUCED|\b(?:REPRODUCED|UNDERPOWERED|FAILED|DIFFER|INDISTINGUISHABLE)\b"
+    r"NOT REPRODUCED|NOT RUN\b|\b(?:REPRODUCED|UNDERPOWERED|FAILED|DIFFER|INDISTINGUISHABLE)\b"
     r"|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])"
 )
 

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_IMAGE = os.environ.get("CAPSULE_CPU_IMAGE", "capsule-cpu:latest")
 GPU_IMAGE = os.environ.get("CAPSULE_GPU_IMAGE", "capsule:latest")
 SMOKE_PLAN = os.environ.get("SMOKE_PLAN", "prereg/smoke-v2")
-GPU_PLAN = os.environ.get("GPU_PLAN", "prereg/agents-a1-4b-v2")
+GPU_PLAN = os.environ.get("GPU_PLAN", "prereg/agents-a1-4b-v3")
 
 
 def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

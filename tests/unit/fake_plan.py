@@ -18,21 +18,23 @@ REPO = Path(__file__).resolve().parents[2]
 PLAN_NAME = "fakeplan"
 PLAN_DIR = Path("prereg") / PLAN_NAME
 
-_ARM_AND_VERDICT = """
+def fake_arm(name: str, options: str = "", batch: int = 4) -> str:
+    """One fake-backend arm on the first 8 prompts, greedy, 16 tokens; `options` its backend_options."""
+    return f"""
 [[arms]]
-name = "fake-a"
+name = "{name}"
 description = "The fake backend on the embedded model's tokenizer: the pipeline, not the model."
 backend = "fake"
 subset = "first8"
 dtype = "float32"
-batch_size = 4
+batch_size = {batch}
 batch_order = "file"
 seed = 0
 max_new_tokens = 16
 thinking = "off"
 unclosed = "empty"
-backend_options = {}
-env = {}
+backend_options = {{ {options} }}
+env = {{}}
 [arms.decoding]
 mode = "greedy"
 temperature = 0.0
@@ -41,9 +43,14 @@ top_k = 0
 min_p = 0.0
 presence_penalty = 0.0
 repetition_penalty = 1.0
+"""
 
+
+def fake_verdict(arm: str) -> str:
+    """The verdict table on `arm`: the embedded claim's reading, 8 prompts, 1000 resamples."""
+    return f"""
 [verdict]
-arm = "fake-a"
+arm = "{arm}"
 metric = "card_avg_strict"
 interval = "bootstrap"
 confidence = 0.95
@@ -54,9 +61,13 @@ min_pairs = 50
 """
 
 
-def write_and_seal_fake_plan(root: Path) -> Path:
+_ARM_AND_VERDICT = fake_arm("fake-a") + fake_verdict("fake-a")
+
+
+def write_and_seal_fake_plan(root: Path, body: str = _ARM_AND_VERDICT) -> Path:
     """Write prereg/fakeplan/ under `root` (the working directory) and seal it in root's ledger,
-    trusting a signing key made now in the default key directory (so every process signs with it)."""
+    trusting a signing key made now in the default key directory (so every process signs with it).
+    `body`: the arms, controls, comparisons and verdict (default: one fake arm and its verdict)."""
     from capsule.evidence.signing import (
         PRIVATE_KEY_NAME,
         default_key_dir,
@@ -75,7 +86,7 @@ def write_and_seal_fake_plan(root: Path) -> Path:
     directory = root / PLAN_DIR
     directory.mkdir(parents=True)
     (directory / "plan.toml").write_text(header.replace('name = "smoke"', f'name = "{PLAN_NAME}"', 1)
-                                         + _ARM_AND_VERDICT + f'\n[evidence]\nsigners = ["{signer}"]\n',
+                                         + body + f'\n[evidence]\nsigners = ["{signer}"]\n',
                                          encoding="utf-8")
     (directory / "rationale.md").write_text("Crash and lock tests of the capsule itself.\n", encoding="utf-8")
     result = CliRunner().invoke(cli, ["prereg", "seal", str(PLAN_DIR), "--note", "test plan"])

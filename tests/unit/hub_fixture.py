@@ -82,3 +82,42 @@ class FakeHubApi:
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in allow_patterns):
                 (Path(local_dir) / name).write_bytes(data + b"!" if name in self.corrupt else data)
         return str(local_dir)
+
+# A snapshot in the shape of a Qwen3.5 image-text-to-text checkpoint (InternScience/Agents-A1-4B's
+# file list): two weight shards and their index, the configs, tokenizer files, processor configs and
+# chat template a loader reads, plus files no loader reads (a card, another weight format).
+QWEN35_CONFIG = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+    "text_config": {
+        "model_type": "qwen3_5_text", "hidden_size": 64, "num_hidden_layers": 2,
+        "layer_types": ["linear_attention", "full_attention"], "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 128, "vocab_size": 49152,
+    },
+    "vision_config": {
+        "model_type": "qwen3_5_vision", "depth": 1, "hidden_size": 32, "num_heads": 2, "out_hidden_size": 64,
+    },
+}
+_PROCESSOR = {
+    "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2, "processor_class": "Qwen3VLProcessor",
+}
+QWEN35_MODEL: dict[str, bytes] = {
+    "config.json": json.dumps(QWEN35_CONFIG).encode(),
+    "generation_config.json": json.dumps({"eos_token_id": [2, 0], "do_sample": True}).encode(),
+    "tokenizer_config.json": json.dumps({"tokenizer_class": "Qwen2Tokenizer"}).encode(),
+    "tokenizer.json": b"{}",
+    "chat_template.jinja": b"{{ messages }}",
+    "preprocessor_config.json": json.dumps(
+        {"image_processor_type": "Qwen2VLImageProcessor", **_PROCESSOR}
+    ).encode(),
+    "video_preprocessor_config.json": json.dumps(
+        {"video_processor_type": "Qwen3VLVideoProcessor", **_PROCESSOR}
+    ).encode(),
+    "model.safetensors.index.json": b'{"weight_map": {}}',
+    "model-00000-of-00002.safetensors": b"shard zero",
+    "model-00001-of-00002.safetensors": b"shard one",
+    "pytorch_model.bin": b"another weight format: never fetched",
+    "README.md": b"# a card\n",
+}
+#: What a plan of it pins (as agents-a1-4b-v2 and -v3 do: weights, index, tokenizer, template, config).
+QWEN35_PINNED = ("model-00000-of-00002.safetensors", "model-00001-of-00002.safetensors",
+                 "model.safetensors.index.json", "tokenizer.json", "chat_template.jinja", "config.json")

@@ -21,7 +21,7 @@ from pathlib import Path
 from capsule.generation.backends import backend_class, check_backend
 from capsule.prereg.loader import load_plan
 for study in ("smoke", "smoke-v2", "smollm2-135m", "smollm2-135m-v2", "smollm2-135m-v3", "agents-a1-4b",
-              "agents-a1-4b-v2"):
+              "agents-a1-4b-v2", "agents-a1-4b-v3"):
     load_plan(Path("prereg") / study)
 classes = {}
 for name in ("hf", "vllm", "server", "fake"):

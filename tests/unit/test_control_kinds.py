@@ -28,7 +28,7 @@ def test_every_target_resolves_to_a_function_of_the_right_layer(kind: control_ki
 
 
 def test_table_is_consistent() -> None:
-    assert len(set(CONTROL_KINDS)) == len(KINDS) == 6
+    assert len(set(CONTROL_KINDS)) == len(KINDS) == 7
     for kind in KINDS:
         assert {"name", "kind"} <= set(kind.keys) and not set(kind.keys) & set(kind.optional)
         assert 0 <= kind.arms[0] <= kind.arms[1]

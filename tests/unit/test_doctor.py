@@ -14,6 +14,7 @@ from capsule.artifacts.model_store import resolve_model_dir
 from capsule.cli import cli
 from capsule.hashing import sha256_file
 from capsule.machine import doctor
+from capsule.machine.loader_check import LoaderCheck
 from capsule.machine.memory import GIB, HostFacts, kv_geometry, params_from_name, safetensors_params
 from capsule.prereg.loader import load_plan
 from capsule.prereg.plan import Plan
@@ -46,8 +47,10 @@ def _safetensors_header_only(path: Path, shapes: dict[str, list[int]]) -> None:
 
 
 @pytest.fixture()
-def fake_weights(tmp_path: Path) -> tuple[Plan, Path]:
-    """The GPU plan with its model pinned to a tiny directory that claims 4.2B parameters."""
+def fake_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Plan, Path]:
+    """The GPU plan with its model pinned to a tiny directory that claims 4.2B parameters; its
+    loader files are taken as loadable (tests/unit/test_fetch_whole_model.py loads real ones)."""
+    monkeypatch.setattr(doctor, "check_loadable", lambda directory, loader: LoaderCheck(("stub",), ""))
     directory = tmp_path / "Agents-A1-4B"
     directory.mkdir()
     _safetensors_header_only(directory / "model-00001.safetensors", {"a": [100_000, 21_000]})

@@ -18,7 +18,7 @@ from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
 
-PLANS = ("smoke-v2", "smollm2-135m-v3", "agents-a1-4b-v2")  # the sealed, current plans
+PLANS = ("smoke-v2", "smollm2-135m-v3", "agents-a1-4b-v3")  # the sealed, current plans
 SMALL = 5000  # distinct sealed files up to this size get every byte flipped (and the ledger always)
 SAMPLED = 2000  # seeded positions flipped across the larger files
 

@@ -19,7 +19,7 @@ def _run(*args: str) -> object:
 
 def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> None:
     ledger_before = (repo_copy / "prereg" / "ledger.jsonl").read_bytes()
-    result = _run("--plan", "prereg/agents-a1-4b-v2", "--dry-run")
+    result = _run("--plan", "prereg/agents-a1-4b-v3", "--dry-run")
     assert result.exit_code == 0, result.output + result.stderr
     assert "DRY RUN" in result.stderr
     last = result.stdout.splitlines()[-1]  # said plainly, after the verdicts
@@ -32,7 +32,7 @@ def test_gpu_plan_walks_every_arm_and_control_without_a_gpu(repo_copy: Path) -> 
     assert "every verdict below is of fake data" in first_block
     assert "not recorded in the ledger" in first_block
     analysis = json.loads((run / "analysis.json").read_text())
-    plan_text = (repo_copy / "prereg" / "agents-a1-4b-v2" / "plan.toml").read_text()
+    plan_text = (repo_copy / "prereg" / "agents-a1-4b-v3" / "plan.toml").read_text()
     assert len(analysis["arms"]) == plan_text.count("[[arms]]")
     assert len(analysis["controls"]) == plan_text.count("[[controls]]")
     assert not analysis["skipped_controls"]

