@@ -21,7 +21,7 @@ from capsule.prereg.sizing import estimate_plan
 
 LEDGER = REPO / "prereg" / "ledger.jsonl"
 EMBEDDED = REPO / "prereg" / "smollm2-135m-v3"
-GPU_PLAN = REPO / "prereg" / "agents-a1-4b-v2"
+GPU_PLAN = REPO / "prereg" / "agents-a1-4b-v3"
 
 
 def _cost(*args: str) -> tuple[int, str]:
@@ -119,8 +119,8 @@ def test_throughput_interpolates_step_time_and_applies_slowdowns() -> None:
     assert estimate["vllm-authors"].tok_per_s == pytest.approx(16 / ((8 / 921 + 24 / 2128) / 2))
     assert "interpolated between batch 8 and 24" in estimate["vllm-authors"].throughput_source
     assert estimate["vllm-server-authors"].tok_per_s == estimate["vllm-authors"].tok_per_s  # server = vLLM
-    assert estimate["vllm-bi-greedy-b24"].tok_per_s == pytest.approx(2128 / 2.5)
-    assert arms["vllm-bi-greedy-b24"].env == {"VLLM_BATCH_INVARIANT": "1"}
+    assert estimate["vllm-bi-run1-b24"].tok_per_s == pytest.approx(2128 / 2.5)
+    assert arms["vllm-bi-run1-b24"].env == {"VLLM_BATCH_INVARIANT": "1"}
 
 
 def test_response_length_model_interpolates_and_extrapolates() -> None:

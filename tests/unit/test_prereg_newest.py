@@ -21,19 +21,19 @@ def _newest(ledger: Path, model: str = MODEL) -> tuple[int, str]:
 
 
 def test_newest_gpu_plan_is_the_unsuperseded_amendment_and_follows_a_new_one(tmp_path: Path) -> None:
-    assert _newest(REPO / "prereg" / "ledger.jsonl") == (0, "prereg/agents-a1-4b-v2\n")
+    assert _newest(REPO / "prereg" / "ledger.jsonl") == (0, "prereg/agents-a1-4b-v3\n")
     shutil.copytree(REPO / "prereg", tmp_path / "prereg")
     ledger = tmp_path / "prereg" / "ledger.jsonl"
     new = tmp_path / "prereg" / "agents-a1-4b-vx"
-    shutil.copytree(tmp_path / "prereg" / "agents-a1-4b-v2", new)
+    shutil.copytree(tmp_path / "prereg" / "agents-a1-4b-v3", new)
     text = (new / "plan.toml").read_text()
-    old_amends = 'amends = "prereg/agents-a1-4b/plan.toml"'
+    old_amends = 'amends = "prereg/agents-a1-4b-v2/plan.toml"'
     assert old_amends in text
-    text = text.replace(old_amends, 'amends = "prereg/agents-a1-4b-v2/plan.toml"')
+    text = text.replace(old_amends, 'amends = "prereg/agents-a1-4b-v3/plan.toml"')
     start = text.index("amend_reason = ")
     text = text[:start] + 'amend_reason = "test"' + text[text.index("\n", start) :]
     (new / "plan.toml").write_text(text)
-    amend_plan(new / "plan.toml", tmp_path / "prereg" / "agents-a1-4b-v2" / "plan.toml", "test", ledger)
+    amend_plan(new / "plan.toml", tmp_path / "prereg" / "agents-a1-4b-v3" / "plan.toml", "test", ledger)
     code, out = _newest(ledger)
     assert (code, out) == (0, "prereg/agents-a1-4b-vx\n"), out
 
