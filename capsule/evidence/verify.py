@@ -28,7 +28,7 @@ from capsule.evidence.bundle import (
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
 from capsule.evidence.trust import check_signer
 from capsule.hashing import sha256_bytes, sha256_file
-from capsule.jsonio import parse_json
+from capsule.jsonio import parse_json, read_input_bytes
 from capsule.prereg.chain import FILE_KINDS
 from capsule.prereg.ledger import Ledger
 from capsule.run_dir import BUNDLE, ENVELOPE, PLAN_COPY, PUBLIC_KEY, RunDir
@@ -69,10 +69,7 @@ class VerifySummary:
 def _read_json(path: Path, label: str) -> tuple[bytes, Any]:
     if not path.exists():
         raise VerificationError(f"{path}: {label} is missing; is this a bundled run directory?")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise VerificationError(f"{path}: cannot read {label} ({error.strerror or error})") from None
+    data = read_input_bytes(path, label, error=VerificationError)
     return data, parse_json(data, str(path), error=VerificationError)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
+from capsule.jsonio import read_input_bytes
 from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
 from capsule.prereg.checks import check_plan
@@ -270,13 +271,9 @@ def read_plan(path: Path) -> tuple[Plan, bytes]:
     """`load_plan`, also returning the bytes it parsed: what a caller hashes against the seal and
     copies into a run, so the plan is read once and the bytes checked are the bytes used."""
     file = plan_file(Path(path))
+    data = read_input_bytes(file, "plan file")
     try:
-        data = file.read_bytes()
         text = data.decode("utf-8")
-    except FileNotFoundError as error:
-        raise BadInputError(f"{file}: no such plan file") from error
     except UnicodeDecodeError as error:
         raise BadInputError(f"{file}: not UTF-8 text ({error})") from error
-    except OSError as error:
-        raise BadInputError(f"{file}: cannot read the plan ({error.strerror or error})") from None
     return parse_plan(text, file), data

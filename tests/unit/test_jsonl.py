@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic
+from capsule.atomic import append_jsonl_durable, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
-from capsule.jsonio import parse_json, read_json, read_jsonl
+from capsule.jsonio import parse_json, read_json, read_jsonl, read_jsonl_complete
 from ifeval_scorer.jsonl import (
     MAX_DEPTH,
     JsonInputError,
