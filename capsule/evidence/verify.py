@@ -262,7 +262,7 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) 
     A run whose re-sign was interrupted (its undo journal is there) is refused, whatever its files say:
     it is between two signatures until `capsule report RUN --resign` finishes or undoes that."""
     journal = RunDir(run_dir).resign_journal
-    if journal.exists():
+    if os.path.lexists(journal):
         raise VerificationError(
             f"{run_dir}: a `capsule report --resign` of this run was interrupted ({journal} holds the files "
             f"it was replacing); run `capsule report {run_dir} --resign` to finish or undo it"

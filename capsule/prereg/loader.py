@@ -32,7 +32,7 @@ from capsule.prereg.plan import (
     VerdictRule,
 )
 from capsule.prereg.tables import Section
-from capsule.run_dir import name_problem
+from capsule.run_dir import model_file_problem, name_problem
 
 PLAN_FILE = "plan.toml"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -80,6 +80,10 @@ def parse_model(top: Section) -> Model:
     files = s.sub("files", "[model.files]")
     if not files.data:
         raise files.fail("pin at least one file (relative path = sha256)")
+    for name in files.data:
+        problem = model_file_problem(name)
+        if problem is not None:
+            raise files.fail(f"file {problem}; name each file of the model directory by its name alone")
     pinned = {str(path): _sha(files, str(path), digest) for path, digest in sorted(files.data.items())}
     repo = revision = ""
     if source == "hub":
