@@ -22,9 +22,22 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def check_output_dir(path: Path, what: str) -> None:
+    """Refuse an output directory that is a symbolic link (dangling or not: an output is never
+    written through one) or an existing path that is not a directory; BadInputError naming `what`."""
+    if os.path.islink(path):
+        raise BadInputError(
+            f"{path}: is a symbolic link; the {what} is never written through one: give a real directory"
+        )
+    if os.path.lexists(path) and not path.is_dir():
+        raise BadInputError(f"{path}: exists and is not a directory; give a new path for the {what}")
+
+
 def make_directory(path: Path, what: str, mode: int = 0o777) -> None:
     """Create directory `path` and its missing parents; a place that cannot hold it (a parent that
-    is a file, a directory not writable) is a BadInputError naming `what` it was for."""
+    is a file, a directory not writable, `path` a symbolic link) is a BadInputError naming `what` it
+    was for."""
+    check_output_dir(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True, mode=mode)
     except OSError as error:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import CapsuleError, VerificationError
+from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.evidence.bundle import (
     BUNDLE_SCHEMA,
     PREDICATE_TYPE,
@@ -261,6 +261,8 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) 
     `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record).
     A run whose re-sign was interrupted (its undo journal is there) is refused, whatever its files say:
     it is between two signatures until `capsule report RUN --resign` finishes or undoes that."""
+    if not Path(run_dir).is_dir():  # click lets a FIFO or a device through as "not a file"
+        raise BadInputError(f"{run_dir}: not a directory; give a run directory")
     journal = RunDir(run_dir).resign_journal
     if os.path.lexists(journal):
         raise VerificationError(
