@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,12 @@ class Symlink:
 
 
 @dataclass(frozen=True)
+class Device:
+    """A character device node like /dev/null (made with mknod: root only), so a writer that would
+    replace a device replaces this copy, never the machine's own /dev/null."""
+
+
+@dataclass(frozen=True)
 class Sparse:
     """A sparse file of `size` bytes (holes: no disk used), to cross a size bound cheaply."""
 
@@ -30,13 +37,16 @@ class Sparse:
 
 
 FIFO = Fifo()
-Special = Fifo | Symlink | Sparse
+DEVICE = Device()
+Special = Fifo | Symlink | Sparse | Device
 
 
 def lay(path: Path, what: Special, root: Path) -> None:
     """Put `what` at `path` (whose parent exists and where nothing is)."""
     if isinstance(what, Fifo):
         os.mkfifo(path)
+    elif isinstance(what, Device):
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # PermissionError unless root
     elif isinstance(what, Symlink):
         path.symlink_to(what.target.replace("{w}", str(root)))
     else:

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus_toml  # noqa: E402
-from corpus_files import FIFO, Sparse, Symlink  # noqa: E402
+from corpus_files import DEVICE, FIFO, Sparse, Symlink  # noqa: E402
 
 from ifeval_scorer.jsonl import MAX_INPUT_BYTES  # noqa: E402
 
@@ -50,7 +50,7 @@ SPECIAL_OUTPUTS: tuple[tuple[str, Any], ...] = (
     ("a dangling link", Symlink("{w}/victim/new-file")),
     ("a FIFO", FIFO),
     ("a link to /dev/null", Symlink("/dev/null")),
-    ("/dev/null itself", "/dev/null"),
+    ("a character device", DEVICE),  # a node of our own: a regression must not replace /dev/null
 )
 #: Nested text fields no reader of ours may turn into a value (each refused, or left as text that
 #: the field's type check refuses): too deep, numbers too long or not finite, Python that is no
@@ -241,6 +241,27 @@ OUTPUT_POSITIONS: tuple[tuple[str, tuple[str, ...], int], ...] = (
 )
 
 
+#: Commands whose argument is a run directory, given a FIFO or a device instead (exit code each).
+RUN_ARGUMENTS: tuple[tuple[tuple[str, ...], int], ...] = (
+    (("verify", "{run}", "--ledger", "{w}/ledger.jsonl"), 2),
+    (("report", "{run}", "--no-plots"), 2),
+    (("report", "{run}", "--check"), 2),
+    (("report", "{run}", "--resign", "--ledger", "{w}/ledger.jsonl"), 2),
+    (("compare", "{run}", "{w}/run"), 2),
+    (("import-run", "{run}", "--ledger", "{w}/ledger.jsonl"), 2),
+)
+
+
+def run_argument_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
+    """A run-directory argument that is a FIFO or a character device: click lets both through as
+    "not a file", so the command itself must refuse them (it used to scan them as directories)."""
+    for args, code in RUN_ARGUMENTS:
+        for label, path in (("a FIFO", "{w}/a-fifo"), ("/dev/null", "/dev/null")):
+            line = tuple(arg.replace("{run}", path) for arg in args)
+            label = f"{' '.join(args[:1])} of {label} as the run"
+            yield case("special-input", label, "bundle", (), line, code)
+
+
 def special_output_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
     """Every output position of OUTPUT_POSITIONS given each of SPECIAL_OUTPUTS."""
     for base, args, code in OUTPUT_POSITIONS:
@@ -390,6 +411,12 @@ def option_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
             ("generate", "--backend", "fake", "--first", "1", "--name", name, "--out", "{w}/new-run"),
             2,
         )
+    for failing in ("--first", "--keys"):  # a server that refuses at once: the run made is removed
+        value = "1" if failing == "--first" else "1000,1001"
+        args = ("generate", "--backend", "server", "--endpoint", "http://127.0.0.1:9/v1", failing, value,
+                "--out", "{w}/new-run")  # fmt: skip
+        yield case("options", f"generate {failing} against a refused endpoint leaves no run", "generations",
+                   (), args, 2)  # fmt: skip
     for out in ("run", "run/generations", "run/plots", "run/deeper/still"):
         for dry in (True, False):
             args = ("generate", "--first", "1", "--out", "{w}/" + out) + (
@@ -526,6 +553,7 @@ def resign_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
 
 SWEEP_GENERATORS = (
     special_input_cases,
+    run_argument_cases,
     special_output_cases,
     harness_cases,
     plan_name_cases,

@@ -95,11 +95,25 @@ def test_a_special_target_is_refused_and_left_as_it_was(tmp_path: Path, kind: st
     assert not list(tmp_path.glob(".*.part"))
 
 
-def test_a_device_target_is_refused() -> None:
-    """/dev/null stands for /dev/full: as root, a rename over it would replace the device."""
+def _device(tmp_path: Path) -> Path:
+    """A character device node of our own (never the machine's /dev/full: were the fix to regress,
+    a test run as root would replace it)."""
+    import stat
+
+    node = tmp_path / "full"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except PermissionError:
+        pytest.skip("making a device node needs root (the case the finding is about)")
+    return node
+
+
+def test_a_device_target_is_refused(tmp_path: Path) -> None:
+    """As root, a rename over a device replaces it with a regular file (`--out /dev/full` did)."""
+    node = _device(tmp_path)
     with pytest.raises(BadInputError, match="not a regular file"):
-        write_bytes_atomic(Path("/dev/null"), b"x")
-    assert Path("/dev/null").is_char_device()
+        write_bytes_atomic(node, b"x")
+    assert node.is_char_device()
 
 
 @pytest.mark.parametrize("kind", ["symlink", "FIFO"])
@@ -117,6 +131,7 @@ def test_score_out_a_special_file_is_one_error_line(tmp_path: Path, kind: str) -
     assert result.exit_code == 2, result.output
     assert [line for line in result.stderr.splitlines() if line.startswith("Error:")], result.stderr
     assert os.path.islink(target) if kind == "symlink" else Path(target).is_fifo()
-    for out in (Path("/dev/null"),):
-        refused = CliRunner().invoke(cli, ["score", str(rows), "--out", str(out)])
-        assert refused.exit_code == 2, refused.output
+    device = _device(tmp_path)
+    refused = CliRunner().invoke(cli, ["score", str(rows), "--out", str(device)])
+    assert refused.exit_code == 2, refused.output
+    assert device.is_char_device()

@@ -124,7 +124,8 @@ ESCAPES = ("../../outside.json", "/ABS/outside.json", "sub/config.json", ".hidde
 def _with_pinned(plan: Path, name: str, digest: str) -> None:
     text = (plan / "plan.toml").read_text(encoding="utf-8")
     line = f"{name!r} = {digest!r}\n".replace("'", '"') if "\n" not in name else f'"x\\n.json" = "{digest}"\n'
-    (plan / "plan.toml").write_text(text.replace("[model.files]\n", "[model.files]\n" + line), encoding="utf-8")
+    pinned = text.replace("[model.files]\n", "[model.files]\n" + line)
+    (plan / "plan.toml").write_text(pinned, encoding="utf-8")
 
 
 @pytest.mark.parametrize("escape", ESCAPES)
