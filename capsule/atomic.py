@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
-from capsule.jsonio import dumps_document, dumps_line, read_jsonl_objects
+from capsule.jsonio import dumps_document, dumps_line
+from ifeval_scorer.files import replace_problem
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -21,9 +22,22 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def check_output_dir(path: Path, what: str) -> None:
+    """Refuse an output directory that is a symbolic link (dangling or not: an output is never
+    written through one) or an existing path that is not a directory; BadInputError naming `what`."""
+    if os.path.islink(path):
+        raise BadInputError(
+            f"{path}: is a symbolic link; the {what} is never written through one: give a real directory"
+        )
+    if os.path.lexists(path) and not path.is_dir():
+        raise BadInputError(f"{path}: exists and is not a directory; give a new path for the {what}")
+
+
 def make_directory(path: Path, what: str, mode: int = 0o777) -> None:
     """Create directory `path` and its missing parents; a place that cannot hold it (a parent that
-    is a file, a directory not writable) is a BadInputError naming `what` it was for."""
+    is a file, a directory not writable, `path` a symbolic link) is a BadInputError naming `what` it
+    was for."""
+    check_output_dir(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True, mode=mode)
     except OSError as error:
@@ -33,9 +47,12 @@ def make_directory(path: Path, what: str, mode: int = 0o777) -> None:
 
 
 def _temporary_beside(path: Path) -> tuple[int, str]:
-    """Create `path`'s missing parents and an empty temporary file beside it: (fd, its path)."""
-    if path.is_dir():
-        raise BadInputError(f"{path}: is a directory; give a file path to write")
+    """Create `path`'s missing parents and an empty temporary file beside it: (fd, its path). A
+    target that is a directory, a symbolic link or a special file (a device, a FIFO) is refused: the
+    rename would replace the link or the device itself (`ifeval_scorer.files.replace_problem`)."""
+    problem = replace_problem(path)
+    if problem is not None:
+        raise BadInputError(f"{path}: {problem}")
     existing = next((parent for parent in path.parents if parent.exists()), None)
     if existing is not None and not existing.is_dir():
         raise BadInputError(f"{path}: cannot write here, {existing} is a file; choose another path")
@@ -51,7 +68,7 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, fsync it, then rename it over `path`.
     A place that cannot hold the file (a parent that is a file, a directory not writable, the path a
-    directory) is a BadInputError naming it, and nothing is written."""
+    directory, a symbolic link or a special file) is a BadInputError naming it, and nothing is written."""
     fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -94,7 +111,7 @@ def append_jsonl_durable(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Append rows as JSON lines in one write, then fsync: a crash leaves whole lines or none of them.
 
     A torn final line can still appear if the machine dies mid-write; readers of such files use
-    `read_jsonl_complete`, which ignores a final line without its newline.
+    `capsule.jsonio.read_jsonl_complete`, which ignores a final line without its newline.
     """
     payload = "".join(dumps_line(row) for row in rows)
     if not payload:
@@ -104,14 +121,6 @@ def append_jsonl_durable(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         handle.write(payload)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def read_jsonl_complete(path: Path, what: str = "JSON Lines file") -> list[dict[str, Any]]:
-    """Read the complete JSON lines of a file written by `append_jsonl_durable` (a torn tail is dropped);
-    every line must be an object (BadInputError naming the file and line otherwise)."""
-    if not path.exists():
-        return []
-    return read_jsonl_objects(path, what, torn_tail="drop")
 
 
 def truncate_torn_tail(path: Path) -> int:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
+
+from capsule.errors import BadInputError
 
 _CHUNK = 1 << 20
 
@@ -16,9 +20,14 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes, read in chunks so large weight files need little memory."""
+    """Hex sha256 of a file's bytes, read in chunks so large weight files need little memory. A path
+    that is not a regular file (a FIFO would block, a device never ends) is a BadInputError."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise BadInputError(f"{path}: is not a regular file (a FIFO, a device or a socket); give a file")
+    with os.fdopen(descriptor, "rb") as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

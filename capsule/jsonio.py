@@ -5,7 +5,10 @@ bounds, is said in its docstring), because the scorer may import nothing from th
 capsule may import the scorer. That module imports only the standard library, so this ground-layer
 wrapper is as light as `json`. Here its `JsonInputError` becomes the capsule's `BadInputError` (exit 2)
 or, for evidence that must verify (a ledger, a bundle), `VerificationError` (exit 3): callers pass
-`error=`. Every module of the capsule that reads or writes JSON goes through this one.
+`error=`. Every module of the capsule that reads or writes JSON goes through this one, and so does
+every input file of another format (a plan's TOML, a PEM key, a Markdown document): `read_input_bytes`
+and `read_input_text` read a regular file only (a FIFO, a device such as /dev/zero, a socket is one
+error line, never a hang), at most `MAX_INPUT_BYTES` of it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from capsule.errors import BadInputError, CapsuleError
 from ifeval_scorer.jsonl import (
+    MAX_INPUT_BYTES,
     JsonInputError,
     TornTail,
     dumps_document,
@@ -24,10 +28,13 @@ from ifeval_scorer.jsonl import (
     loads_line,
     parse_lines,
 )
+from ifeval_scorer.jsonl import decode_text as _decode_text
+from ifeval_scorer.jsonl import read_bytes as _read_bytes
 from ifeval_scorer.jsonl import read_document as _read_document
 from ifeval_scorer.jsonl import read_lines as _read_lines
 
 __all__ = [
+    "MAX_INPUT_BYTES",
     "dumps_document",
     "dumps_line",
     "parse_json",
@@ -35,7 +42,10 @@ __all__ = [
     "parse_jsonl",
     "read_json",
     "read_json_object",
+    "read_input_bytes",
+    "read_input_text",
     "read_jsonl",
+    "read_jsonl_complete",
     "read_jsonl_objects",
 ]
 
@@ -62,6 +72,29 @@ def parse_json_line(line: str | bytes, where: str, number: int, *, error: ErrorT
         return loads_line(line, where, number)
     except UnicodeDecodeError:
         raise error(f"{where}:{number}: not UTF-8 text") from None
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def read_input_bytes(
+    path: Path, what: str, *, error: ErrorType = BadInputError, limit: int = MAX_INPUT_BYTES
+) -> bytes:
+    """An input file's bytes (any format): a regular file of at most `limit` bytes, else `error`
+    naming the file and `what` it should be ("plan", "public key")."""
+    try:
+        return _read_bytes(Path(path), what, limit=limit)
+    except JsonInputError as problem:
+        raise error(str(problem)) from None
+
+
+def read_input_text(
+    path: Path, what: str, *, error: ErrorType = BadInputError, limit: int = MAX_INPUT_BYTES
+) -> str:
+    """An input file as UTF-8 text, read as `read_input_bytes` reads it (a byte that is not UTF-8 is
+    `error` naming the file and its line)."""
+    data = read_input_bytes(path, what, error=error, limit=limit)
+    try:
+        return _decode_text(data, str(path), what)
     except JsonInputError as problem:
         raise error(str(problem)) from None
 
@@ -112,6 +145,15 @@ def read_jsonl_objects(
             raise error(f"{path}:{number}: each line of a {what} must be a JSON object, not {_kind(value)}")
         rows.append(dict(value))
     return rows
+
+
+def read_jsonl_complete(path: Path, what: str = "JSON Lines file") -> list[dict[str, Any]]:
+    """The complete lines of a file the capsule appends whole lines to
+    (`capsule.atomic.append_jsonl_durable`): a torn last line (a crash mid-append) is dropped,
+    every line must be an object, and a missing file reads as no rows."""
+    if not Path(path).exists():
+        return []
+    return read_jsonl_objects(path, what, torn_tail="drop")
 
 
 def _kind(value: Any) -> str:

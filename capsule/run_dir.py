@@ -66,8 +66,14 @@ REFUSED_SUFFIX = ".refused.json"
 #: The one rule for names that become file or directory names (plans, arms, controls, subsets,
 #: comparisons, `capsule generate --name`): a lowercase letter or digit first, then up to 63 of
 #: `[a-z0-9_.-]`. No separator, no leading dot, so a name can never leave the directory it is
-#: joined to (`../x`, `/abs`, `.hidden` are refused).
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # whole names only: fullmatch
+#: joined to (`../x`, `/abs`, `.hidden` are refused). Matched whole (`fullmatch`): `$` alone would
+#: let a trailing newline through (`x\n`).
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+#: A file of a model directory that a plan pins (`[model.files]`): one plain file name, as the hub
+#: and `capsule plan new` name them (letters, digits, `_.+-`, no leading dot; no separator, so no
+#: `..` and no absolute path; at most 255 characters).
+MODEL_FILE_RE = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,254}")
 
 
 def name_problem(value: object) -> str | None:
@@ -75,6 +81,15 @@ def name_problem(value: object) -> str | None:
     if isinstance(value, str) and NAME_RE.fullmatch(value):
         return None
     return f"{value!r} must match {NAME_RE.pattern} (it names files)"
+
+
+def model_file_problem(value: object) -> str | None:
+    """Why `value` cannot be a pinned model file's name (None when it can): a path (`/any/file`,
+    `../../x`, `a/b`), a hidden or odd name; a plan's `[model.files]` keys are joined to the model's
+    directory, so each must name a file in it and nothing else."""
+    if isinstance(value, str) and MODEL_FILE_RE.fullmatch(value):
+        return None
+    return f"{value!r} is not a plain file name of the model directory (must match {MODEL_FILE_RE.pattern})"
 
 
 def safe_name(value: str, what: str) -> str:

@@ -29,11 +29,32 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def replace_problem(path: Path) -> str | None:
+    """Why an atomic write must not replace `path` (None when it may): the path is a symbolic link,
+    or exists and is not a regular file (a device such as /dev/full, a FIFO, a socket). A rename over
+    such a path would replace the link or the special file itself, not write through it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"cannot inspect it ({error.strerror or error})"
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link; an output is never written through or over one: give a regular file path"
+    if stat.S_ISDIR(mode):
+        return "is a directory; give a file path to write"
+    if not stat.S_ISREG(mode):
+        return "exists and is not a regular file (a device, FIFO or socket); give a regular file path"
+    return None
+
+
 def check_output_path(path: Path) -> None:
-    """Refuse, before any work, an output path that cannot be written: a directory, a parent that is
-    a file, or a nearest existing parent directory this user may not write into."""
-    if path.is_dir():
-        raise ScorerInputError(f"{path}: is a directory; give a file path to write")
+    """Refuse, before any work, an output path that cannot be written: a directory, a symbolic link or
+    special file (see `replace_problem`), a parent that is a file, or a nearest existing parent
+    directory this user may not write into."""
+    problem = replace_problem(path)
+    if problem is not None:
+        raise ScorerInputError(f"{path}: {problem}")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -48,8 +69,12 @@ def check_output_path(path: Path) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write UTF-8 `text` to a user-only temporary file beside `path`, fsync it, rename it over `path`.
 
-    Missing parent directories are created (with the default mode).
+    Missing parent directories are created (with the default mode). A target that `replace_problem`
+    refuses (a symbolic link, a device, a FIFO) is a `ScorerInputError`, and nothing is written.
     """
+    problem = replace_problem(path)
+    if problem is not None:
+        raise ScorerInputError(f"{path}: {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +36,7 @@ from ifeval_scorer.errors import ScorerInputError
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_INPUT_BYTES",
     "MAX_NUMBER_CHARS",
     "JsonInputError",
     "dumps_document",
@@ -41,15 +44,21 @@ __all__ = [
     "loads_document",
     "loads_line",
     "parse_lines",
+    "decode_text",
     "read_bytes",
     "read_document",
     "read_lines",
+    "read_text",
 ]
 
 #: Deepest nesting accepted: the capsule's own files reach 8; Python's decoder recurses per level.
 MAX_DEPTH = 64
 #: Longest number accepted, in characters: a float's repr needs at most 24; keys and counts far fewer.
 MAX_NUMBER_CHARS = 40
+#: Largest input file read, in bytes. The largest the capsule makes or takes is a harness's samples
+#: file or a generations file of 541 long responses (tens of MB); parsed JSON takes about ten times
+#: its size in memory, so 256 MiB keeps a mistaken input (a disk image, /dev/zero) a one-line error.
+MAX_INPUT_BYTES = 256 * 1024 * 1024
 
 # A JSON string (and whether a `:` follows it, which makes it a key), a bracket, or a number. Strings
 # are matched whole first, so brackets and digits inside them are never counted.
@@ -213,17 +222,49 @@ def loads_line(text: str, where: str, line: int) -> Any:
     return _parse(text, where, line)
 
 
-def read_bytes(path: Path, what: str) -> bytes:
-    """A file's bytes; a missing file, a directory or an unreadable one is one JsonInputError naming
-    `what` the file should be (for example "generations file")."""
+def read_bytes(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """A file's bytes: the one way an input file is read. A missing file, a directory, an unreadable
+    one, one that is not a regular file (a FIFO would block, a device such as /dev/zero never ends)
+    or one over `limit` bytes is one JsonInputError naming `what` the file should be (for example
+    "generations file"). The file is opened without blocking and checked on the open descriptor, so
+    what is checked is what is read."""
     try:
-        return Path(path).read_bytes()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise JsonInputError(str(path), f"{what} not found") from None
     except IsADirectoryError:
         raise JsonInputError(str(path), f"is a directory, not a {what}") from None
     except OSError as error:
         raise JsonInputError(str(path), f"cannot read the {what} ({error.strerror or error})") from None
+    info = os.fstat(descriptor)
+    problem = None
+    if stat.S_ISDIR(info.st_mode):
+        problem = f"is a directory, not a {what}"
+    elif not stat.S_ISREG(info.st_mode):
+        problem = f"is not a regular file (a FIFO, a device or a socket); give the {what} itself"
+    elif info.st_size > limit:
+        problem = f"{info.st_size} bytes, more than a {what} may hold ({limit})"
+    if problem is not None:
+        os.close(descriptor)
+        raise JsonInputError(str(path), problem)
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as error:
+            raise JsonInputError(str(path), f"cannot read the {what} ({error.strerror or error})") from None
+    if len(data) > limit:
+        raise JsonInputError(str(path), f"grew past {limit} bytes while read; a {what} may hold no more")
+    return data
+
+
+def decode_text(data: bytes, where: str, what: str) -> str:
+    """Bytes as UTF-8 text; an undecodable byte is one JsonInputError naming `where:line`."""
+    return _text(data, where, what)
+
+
+def read_text(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> str:
+    """A UTF-8 text input file (a plan, a Markdown document), read as `read_bytes` reads it."""
+    return _text(read_bytes(path, what, limit=limit), str(path), what)
 
 
 def _text(data: bytes, where: str, what: str) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.artifacts.cache import set_aside
-from capsule.artifacts.model_files import CONFIG_FILES, missing_loader_file, pinned_names
+from capsule.artifacts.model_files import CONFIG_FILES, missing_loader_file, pinned_names, pinned_paths
 from capsule.errors import BadInputError, UnavailableError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.prereg.plan import Model
@@ -92,8 +92,9 @@ def _kept(target: Path, files: dict[str, str], say: Callable[[str], None]) -> li
     """The pinned files `target` still lacks: one that is present with the pinned sha256 is kept;
     one with another sha256 is set aside (renamed `<name>.corrupt-N`) and fetched again."""
     missing = []
+    paths = pinned_paths(target, files)
     for name, expected in sorted(files.items()):
-        path = target / name
+        path = paths[name]
         if path.is_file():
             if sha256_file(path) == expected:
                 continue
@@ -116,6 +117,7 @@ def fetch_hub_model(
         raise BadInputError(
             f"model {model.name!r} has source {model.source!r}; only hub models are downloaded"
         )
+    pinned_paths(target, model.files)  # every name checked before anything is touched
     missing = _kept(target, model.files, say)
     api = api if api is not None else hub_api()
     try:

@@ -20,6 +20,7 @@ from capsule.artifacts.embedded_model import MODEL_RECORD
 from capsule.errors import BadInputError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json
+from capsule.run_dir import model_file_problem
 
 PINNED_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.txt")
 CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")  # read, not only hashed
@@ -48,6 +49,20 @@ def missing_loader_file(names: Iterable[str], loader: str) -> str | None:
     return None
 # Sampling when generation_config.json gives none: plain sampling at temperature 1 (no truncation).
 SAMPLING_FALLBACK: dict[str, float | int] = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+
+
+def pinned_paths(directory: Path, files: Iterable[str]) -> dict[str, Path]:
+    """Each pinned file name joined to the model's `directory`, checked before anything is read,
+    renamed or written there: a name must be a plain file name (`capsule.run_dir.model_file_problem`),
+    so a plan whose `[model.files]` names `/any/file` or `../../x` never reaches outside the directory
+    (the plan loader refuses such a plan too; this is the check where the files are touched)."""
+    paths = {}
+    for name in files:
+        problem = model_file_problem(name)
+        if problem is not None:
+            raise BadInputError(f"{directory}: model file {problem}; fix the plan's [model.files]")
+        paths[name] = directory / name
+    return paths
 
 
 def pinned_names(names: Iterable[str]) -> list[str]:

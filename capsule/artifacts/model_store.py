@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from capsule.artifacts.embedded_model import MODEL_RECORD, fetch_model, verify_model_dir
+from capsule.artifacts.model_files import pinned_paths
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.prereg.plan import Model
@@ -32,8 +33,9 @@ def local_model_dir(model: Model) -> tuple[Path, str]:
 
 def verify_pinned_files(directory: Path, files: dict[str, str]) -> None:
     """Check each pinned relative path's sha256 (the plan's `model.files`)."""
+    paths = pinned_paths(directory, files)
     for name, expected in sorted(files.items()):
-        path = directory / name
+        path = paths[name]
         if not path.is_file():
             raise VerificationError(f"{path}: missing (pinned in the plan's model.files)")
         actual = sha256_file(path)

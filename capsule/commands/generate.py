@@ -15,12 +15,13 @@ when the same command runs again:
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from capsule.atomic import write_bytes_atomic
+from capsule.atomic import check_output_dir, write_bytes_atomic
 from capsule.commands.endpoint_option import endpoint_options
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.arm_runner import ArmResult, generate_arm
@@ -28,7 +29,14 @@ from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer
 from capsule.generation.targets import DEFAULT_FIRST, Target, adhoc_target, sealed_target
 from capsule.hashing import sha256_file
-from capsule.pipeline.opening import OpenRun, open_run_dir, recorded_in, signed, start_manifest
+from capsule.pipeline.opening import (
+    OpenRun,
+    open_run_dir,
+    recorded_in,
+    remove_unused_run,
+    signed,
+    start_manifest,
+)
 from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
 from capsule.prereg.backend_specs import BACKENDS
 from capsule.prereg.ledger import Ledger
@@ -59,6 +67,7 @@ def generate_target(
     """Open (or resume) the target's run directory, fingerprint the machine, and generate the arm,
     holding the run directory's lock throughout."""
     sealed_run = target.adhoc is None and target.model_dir is not None  # a dry run is never recorded
+    existed = out_dir is not None and os.path.lexists(out_dir)
     with ExitStack() as held:
         run = open_run_dir(
             results_root=target.results_root,
@@ -70,7 +79,12 @@ def generate_target(
             finished=recorded_in(Ledger.load()) if sealed_run else signed,
             option="--out",
         )
-        return _generate_in(run, target, progress, endpoint, key_env)
+        try:
+            return _generate_in(run, target, progress, endpoint, key_env)
+        except Exception:  # a refusal, or a failure before any row: leave no empty run behind
+            if not run.resumed and not existed:
+                remove_unused_run(run.dir)
+            raise
 
 
 def _generate_in(
@@ -189,6 +203,8 @@ def generate(
     else:
         options = AdhocOptions(name, backend, dtype, batch_size, batch_order, seed, max_new_tokens)
         target = adhoc_target(options, keys_text, first, model_dir, dry_run, endpoint=endpoint is not None)
+    if out_dir is not None:
+        check_output_dir(out_dir, "--out directory")  # before a dry run's `dry-run/` is joined to it
     explicit = out_dir / "dry-run" if out_dir is not None and dry_run else out_dir
     result = generate_target(target, explicit, progress=not no_progress, endpoint=endpoint,
                              key_env=endpoint_key_env)  # fmt: skip

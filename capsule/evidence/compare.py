@@ -22,11 +22,10 @@ from typing import Any
 from capsule.analysis.divergence import identity_contrast
 from capsule.analysis.outcomes import outcomes_from_scores
 from capsule.analysis.paired import paired_comparison
-from capsule.atomic import read_jsonl_complete
 from capsule.errors import BadInputError
 from capsule.evidence.finished import check_complete, read_analysis, read_bundle
 from capsule.evidence.verify import VerifySummary, verify_run
-from capsule.jsonio import read_json
+from capsule.jsonio import read_json, read_jsonl_complete
 from capsule.machine.diff import NUMERICS, diff_manifests
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.metrics import ALL_METRICS

@@ -22,6 +22,7 @@ from securesystemslib.signer import ED25519, KEY_TYPE_ED25519, CryptoSigner, SSl
 from capsule.atomic import make_directory, write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes
+from capsule.jsonio import read_input_bytes
 
 SigningKey = CryptoSigner  # what `make_bundle` signs with
 
@@ -29,6 +30,7 @@ KEY_ENV = "CAPSULE_SIGNING_KEY"  # path to a private key PEM; overrides the defa
 PRIVATE_KEY_NAME = "signing.key.pem"  # under default_key_dir() or `capsule keygen --out DIR`
 PUBLIC_KEY_NAME = "signing.pub.pem"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"  # DSSE payload type for in-toto Statements
+PEM_LIMIT = 64 * 1024  # an Ed25519 key PEM is under 200 bytes; a larger file is not a key
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,8 @@ def read_private_key(path: Path) -> CryptoSigner:
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
-        private_key = load_pem_private_key(path.read_bytes(), password=None)
+        pem = read_input_bytes(path, "private key", limit=PEM_LIMIT)
+        private_key = load_pem_private_key(pem, password=None)
     except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as error:
         raise BadInputError(f"{path}: not a readable unencrypted PEM private key ({error})") from error
     if not isinstance(private_key, Ed25519PrivateKey):
@@ -166,7 +169,9 @@ def read_public_key(path: Path) -> SSlibKey:
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     try:
-        public_key = load_pem_public_key(path.read_bytes())
+        public_key = load_pem_public_key(
+            read_input_bytes(path, "public key", error=VerificationError, limit=PEM_LIMIT)
+        )
     except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as error:
         raise VerificationError(f"{path}: not a readable PEM public key ({error})") from error
     if not isinstance(public_key, Ed25519PublicKey):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import CapsuleError, VerificationError
+from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.evidence.bundle import (
     BUNDLE_SCHEMA,
     PREDICATE_TYPE,
@@ -28,7 +28,7 @@ from capsule.evidence.bundle import (
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
 from capsule.evidence.trust import check_signer
 from capsule.hashing import sha256_bytes, sha256_file
-from capsule.jsonio import parse_json
+from capsule.jsonio import parse_json, read_input_bytes
 from capsule.prereg.chain import FILE_KINDS
 from capsule.prereg.ledger import Ledger
 from capsule.run_dir import BUNDLE, ENVELOPE, PLAN_COPY, PUBLIC_KEY, RunDir
@@ -69,10 +69,7 @@ class VerifySummary:
 def _read_json(path: Path, label: str) -> tuple[bytes, Any]:
     if not path.exists():
         raise VerificationError(f"{path}: {label} is missing; is this a bundled run directory?")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise VerificationError(f"{path}: cannot read {label} ({error.strerror or error})") from None
+    data = read_input_bytes(path, label, error=VerificationError)
     return data, parse_json(data, str(path), error=VerificationError)
 
 
@@ -264,8 +261,10 @@ def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) 
     `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record).
     A run whose re-sign was interrupted (its undo journal is there) is refused, whatever its files say:
     it is between two signatures until `capsule report RUN --resign` finishes or undoes that."""
+    if not Path(run_dir).is_dir():  # click lets a FIFO or a device through as "not a file"
+        raise BadInputError(f"{run_dir}: not a directory; give a run directory")
     journal = RunDir(run_dir).resign_journal
-    if journal.exists():
+    if os.path.lexists(journal):
         raise VerificationError(
             f"{run_dir}: a `capsule report --resign` of this run was interrupted ({journal} holds the files "
             f"it was replacing); run `capsule report {run_dir} --resign` to finish or undo it"

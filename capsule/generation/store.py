@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from capsule.atomic import append_jsonl_durable, read_jsonl_complete, truncate_torn_tail, write_json_atomic
+from capsule.atomic import append_jsonl_durable, truncate_torn_tail, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
-from capsule.jsonio import read_json_object
+from capsule.jsonio import read_json_object, read_jsonl_complete
 from capsule.prereg.plan import Arm
 from capsule.run_dir import RunDir
 

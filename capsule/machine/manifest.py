@@ -137,6 +137,8 @@ def manifest_digest(manifest: Mapping[str, Any]) -> str:
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> str:
     """Validate, then atomically write `manifest` (a run dir gets `manifest.json`); return its digest."""
     validate_manifest(manifest, where=str(path))
+    if path.is_symlink():
+        raise BadInputError(f"{path}: is a symbolic link; a manifest is never written through one")
     target = RunDir(path).manifest if path.is_dir() else path
     write_json_atomic(target, manifest)
     return manifest_digest(manifest)

@@ -24,7 +24,7 @@ from capsule.analysis.harness_check import HarnessCheck, check_import, harness_s
 from capsule.analysis.harness_paired import PairedSettings, paired_imports, require_common_prompts
 from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.artifacts.pinned_prompts import fetch_prompts
-from capsule.atomic import append_jsonl_durable, write_json_atomic
+from capsule.atomic import append_jsonl_durable, check_output_dir, write_json_atomic
 from capsule.errors import BadInputError
 from capsule.generation.harness.reader import read_harness_file
 from capsule.generation.harness.rows import generation_rows
@@ -111,6 +111,7 @@ def import_samples(request: ImportRequest) -> tuple[RunDir, dict[str, Any]]:
     if len(imports) == 2:
         require_common_prompts(imports[0], imports[1])
     target = request.out or IMPORTS_ROOT / "-vs-".join(names)
+    check_output_dir(target, "import directory")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BadInputError(
             f"{target}: already exists and is not empty; nothing was written: pass another --out"

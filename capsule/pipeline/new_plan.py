@@ -11,6 +11,7 @@ with `capsule.prereg.plan_toml`, loaded back by the plan loader, and only then m
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -82,6 +83,11 @@ class NewPlan:
     notes: list[str]
 
 
+def _positive(value: float) -> bool:
+    """A finite number above 0 (`nan <= 0` is False, so a plain comparison lets NaN through)."""
+    return math.isfinite(value) and value > 0
+
+
 def _check_request(request: NewPlanRequest) -> Path:
     """Refuse a bad name, an existing directory, an unknown reading or impossible numbers; the target."""
     safe_name(request.name, "plan name")
@@ -100,10 +106,10 @@ def _check_request(request: NewPlanRequest) -> Path:
         raise BadInputError(
             "--batch-size must be at least 2 (the batch contrasts use it and a quarter of it)"
         )
-    if request.max_new_tokens < 1 or request.budget_minutes <= 0:
-        raise BadInputError("--max-new-tokens and --budget-minutes must be positive")
-    if request.tokens_per_s is not None and request.tokens_per_s <= 0:
-        raise BadInputError("--tok-per-s must be positive")
+    if request.max_new_tokens < 1 or not _positive(request.budget_minutes):
+        raise BadInputError("--max-new-tokens and --budget-minutes must be positive (and finite)")
+    if request.tokens_per_s is not None and not _positive(request.tokens_per_s):
+        raise BadInputError(f"--tok-per-s {request.tokens_per_s} must be a positive, finite number")
     if not (request.prereg_root / STANDARD_COMPLIANT).is_file():
         raise BadInputError(
             f"{request.prereg_root / STANDARD_COMPLIANT}: missing (the scorer-sanity answers a new plan "

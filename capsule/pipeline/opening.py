@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule import __version__
-from capsule.atomic import make_directory, write_bytes_atomic, write_json_atomic
+from capsule.atomic import check_output_dir, make_directory, write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json_object
@@ -131,6 +131,8 @@ def open_run_dir(
     """
     run_id = new_run_id(plan_sha256)
     if explicit is not None:
+        check_output_dir(explicit, "run directory")
+        _refuse_inside_a_run(explicit, option)
         held.enter_context(hold(explicit, f"run directory {explicit}"))
         return _open_at(explicit, run_id, plan_path, plan_sha256, ledger_head, finished, option)
     # held for milliseconds (choose, create): a second process waits for it, then meets the run's lock
@@ -141,6 +143,46 @@ def open_run_dir(
             raise BadInputError(f"{path}: a run of this plan started this very second; start again")
         held.enter_context(hold(path, f"run directory {path}"))
         return _open_at(path, run_id, plan_path, plan_sha256, ledger_head, finished, option)
+
+
+def _refuse_inside_a_run(path: Path, option: str) -> None:
+    """Refuse a run directory inside another run (`generate --dry-run --out RUN` makes RUN/dry-run/):
+    a run's files are its own, and a signed run with one more file no longer verifies."""
+    for parent in Path(path).absolute().parents:
+        if RunDir(parent).record.is_file() or RunDir(parent).bundle.is_file():
+            raise BadInputError(
+                f"{path}: lies inside the run directory {parent}; a run never holds another: "
+                f"choose a {option} outside it"
+            )
+
+
+#: What a run holds from its opening alone (`_open_at`, `copy_plan`, `start_manifest`, an ad-hoc
+#: record), before a single row is generated.
+def _opening_files(run: RunDir) -> set[Path]:
+    return {run.record, run.plan, run.plan_seal, run.adhoc, run.manifest}
+
+
+def remove_unused_run(run: RunDir) -> bool:
+    """Remove a run directory that a failed command created and that holds nothing but what opening
+    it wrote (no row, no score, no log): the failure leaves no empty run behind. Anything else in it
+    (a symbolic link included) keeps the directory; returns whether it was removed."""
+    opening = _opening_files(run)
+    files, folders = [], []
+    for path in sorted(run.path.rglob("*"), reverse=True):
+        if path.is_symlink() or not (path.is_dir() or path.is_file()):
+            return False
+        if path.is_dir():
+            folders.append(path)
+        elif path in opening or path.stat().st_size == 0:
+            files.append(path)
+        else:
+            return False
+    for path in files:
+        path.unlink()
+    for folder in folders:
+        folder.rmdir()
+    run.path.rmdir()
+    return True
 
 
 def _open_at(

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from capsule.analysis.throughput import timing_scope, token_stats
 from capsule.artifacts.pinned_prompts import fetch_prompts
-from capsule.atomic import read_jsonl_complete
 from capsule.errors import UnavailableError
 from capsule.generation.arm_runner import generate_arm
+from capsule.jsonio import read_jsonl_complete
 from capsule.prereg.adhoc import AdhocOptions, adhoc_arm_table, parse_arm_table
 
 PROBE_PROMPTS = 4  # the first prompts of the file

@@ -16,10 +16,10 @@ from typing import Any
 from capsule.analysis.derive import build_analysis
 from capsule.analysis.scorer_controls import stability_runs
 from capsule.artifacts.cache import use_cache_for_scorer
-from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic, write_text_atomic
+from capsule.atomic import append_jsonl_durable, write_json_atomic, write_text_atomic
 from capsule.generation.refused_arms import refused_arms
 from capsule.hashing import sha256_file
-from capsule.jsonio import dumps_line, read_json_object
+from capsule.jsonio import dumps_line, read_json_object, read_jsonl_complete
 from capsule.prereg.plan import Plan
 from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt, letter_band, score

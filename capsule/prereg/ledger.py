@@ -23,7 +23,7 @@ from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
-from capsule.jsonio import parse_json_line
+from capsule.jsonio import parse_json_line, read_input_bytes
 from capsule.locks import hold
 from capsule.prereg.anchor import AnchorCheck, check_anchor
 from capsule.prereg.chain import (
@@ -72,7 +72,7 @@ class Ledger:
         root = Path(root) if root is not None else path.resolve().parent.parent
         if path.is_dir():
             raise BadInputError(f"{path}: is a directory, not a ledger file; give the path of ledger.jsonl")
-        data = path.read_bytes() if path.exists() else b""
+        data = read_input_bytes(path, "ledger") if path.exists() else b""
         lines = data.split(b"\n")
         if lines[-1]:
             raise VerificationError(

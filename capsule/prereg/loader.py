@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
+from capsule.jsonio import read_input_bytes
 from capsule.prereg.arms import parse_arm
 from capsule.prereg.backend_specs import MODEL_LOADERS
 from capsule.prereg.checks import check_plan
@@ -31,7 +32,7 @@ from capsule.prereg.plan import (
     VerdictRule,
 )
 from capsule.prereg.tables import Section
-from capsule.run_dir import name_problem
+from capsule.run_dir import model_file_problem, name_problem
 
 PLAN_FILE = "plan.toml"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -79,6 +80,10 @@ def parse_model(top: Section) -> Model:
     files = s.sub("files", "[model.files]")
     if not files.data:
         raise files.fail("pin at least one file (relative path = sha256)")
+    for name in files.data:
+        problem = model_file_problem(name)
+        if problem is not None:
+            raise files.fail(f"file {problem}; name each file of the model directory by its name alone")
     pinned = {str(path): _sha(files, str(path), digest) for path, digest in sorted(files.data.items())}
     repo = revision = ""
     if source == "hub":
@@ -200,10 +205,20 @@ def plan_signers(data: bytes, path: Path) -> tuple[str, ...]:
     """The [evidence] signers of plan bytes, reading only that table (the trust check reads the plan a
     run used, whose other tables were validated when it was sealed)."""
     try:
-        parsed = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise BadInputError(f"{path}: not a UTF-8 TOML plan ({error})") from error
-    return parse_evidence(Section(str(path), "top level", parsed))
+    return parse_evidence(Section(str(path), "top level", parse_toml(text, str(path))))
+
+
+def parse_toml(text: str, file: str) -> dict[str, Any]:
+    """A plan's TOML as a dict; every way `tomllib` can refuse text is one BadInputError naming `file`."""
+    try:
+        return tomllib.loads(text)
+    except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
+        raise BadInputError(f"{file}: not valid TOML: {error}") from error
+    except RecursionError:  # tomllib recurses per nesting level: a plan is a few levels deep
+        raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None
 
 
 def _tables(top: Section, key: str, label: str) -> list[Section]:
@@ -223,13 +238,7 @@ def _tables(top: Section, key: str, label: str) -> list[Section]:
 def parse_plan(text: str, path: Path) -> Plan:
     """Parse and validate plan text (as read from `path`); BadInputError on the first problem."""
     file = str(path)
-    try:
-        data = tomllib.loads(text)
-    except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
-        raise BadInputError(f"{file}: not valid TOML: {error}") from error
-    except RecursionError:  # tomllib recurses per nesting level: a plan is a few levels deep
-        raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None
-    top = Section(file, "top level", data)
+    top = Section(file, "top level", parse_toml(text, file))
     top.keys(*PLAN_KEYS)
     amends, reason = top.text("amends", default=""), top.text("amend_reason", default="")
     if bool(amends) != bool(reason.strip()):
@@ -270,13 +279,11 @@ def read_plan(path: Path) -> tuple[Plan, bytes]:
     """`load_plan`, also returning the bytes it parsed: what a caller hashes against the seal and
     copies into a run, so the plan is read once and the bytes checked are the bytes used."""
     file = plan_file(Path(path))
+    if not file.exists():
+        raise BadInputError(f"{file}: no such plan file")
+    data = read_input_bytes(file, "plan file")
     try:
-        data = file.read_bytes()
         text = data.decode("utf-8")
-    except FileNotFoundError as error:
-        raise BadInputError(f"{file}: no such plan file") from error
     except UnicodeDecodeError as error:
         raise BadInputError(f"{file}: not UTF-8 text ({error})") from error
-    except OSError as error:
-        raise BadInputError(f"{file}: cannot read the plan ({error.strerror or error})") from None
     return parse_plan(text, file), data

@@ -18,6 +18,7 @@ from typing import Any
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes, sha256_file
+from capsule.jsonio import read_input_text
 from capsule.prereg.control_kinds import control_kind
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
 from capsule.prereg.loader import load_plan, parse_plan, plan_file
@@ -30,7 +31,7 @@ def companions(plan: Plan) -> list[Path]:
     """The files sealed with a plan: its directory's rationale.md and its compliant-answer files."""
     directory = Path(plan.path).parent
     rationale = directory / RATIONALE
-    if not rationale.is_file() or not rationale.read_text(encoding="utf-8").strip():
+    if not rationale.is_file() or not read_input_text(rationale, "rationale").strip():
         raise BadInputError(f"{rationale}: missing or empty; a plan is sealed with its rationale")
     files = [rationale] + [
         directory / c.compliant for c in plan.controls if control_kind(c.kind).takes("compliant")

@@ -25,6 +25,7 @@ from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes, sha256_file
+from capsule.jsonio import read_input_bytes
 from capsule.prereg.chain import FILE_KINDS, SHA256_HEX
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
 from capsule.prereg.loader import plan_file, plan_signers
@@ -46,7 +47,7 @@ def _plan_bytes(ledger: Ledger, plan_path: str) -> bytes:
     file = ledger.root / plan_path
     if not file.is_file() or file.is_symlink():
         raise VerificationError(f"plan {plan_path} is not in the checkout at {ledger.root} as a plain file")
-    data = file.read_bytes()
+    data = read_input_bytes(file, "plan", error=VerificationError)
     recorded = {e["sha256"] for e in ledger.entries if e["kind"] in FILE_KINDS and e["path"] == plan_path}
     if sha256_bytes(data) not in recorded:
         raise VerificationError(f"plan {plan_path}: its bytes are none of the versions {ledger.path} records")

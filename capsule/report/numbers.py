@@ -34,6 +34,7 @@ from pathlib import Path
 
 from capsule.atomic import write_text_atomic
 from capsule.errors import BadInputError
+from capsule.jsonio import read_input_text
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.report.document import BLOCKS, ReportInput, load_run, render_block
 
@@ -245,10 +246,7 @@ class CheckResult:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise BadInputError(f"{path}: cannot read ({error})") from error
+    return read_input_text(path, "document")
 
 
 def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None

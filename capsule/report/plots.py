@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capsule.analysis.schema import Analysis
-from capsule.atomic import read_jsonl_complete, write_bytes_atomic
+from capsule.atomic import write_bytes_atomic
+from capsule.jsonio import read_jsonl_complete
 from capsule.report.canvas import CAP_COLOR, RC, legend_below, new_figure, png_bytes, right_labels
 from capsule.report.control_figures import divergence_figure, scorer_figure
 from capsule.report.formatting import fmt_num

@@ -17,7 +17,6 @@ _STAR_BULLET = re.compile(r"^\s*\*[^\*].*$", re.MULTILINE)
 _DASH_BULLET = re.compile(r"^\s*-.*$", re.MULTILINE)
 _SINGLE_HIGHLIGHT = re.compile(r"\*[^\n\*]*\*")
 _DOUBLE_HIGHLIGHT = re.compile(r"\*\*[^\n\*]*\*\*")
-_TITLE = re.compile(r"<<[^\n]+>>")
 _JSON_FENCES = ("```json", "```Json", "```JSON", "```")
 ANSWER_OPTIONS = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
 
@@ -159,4 +158,20 @@ class Title:
 
     def check(self, response: str) -> bool:
         """Find `<<...>>` spans; one whose inside is not blank after dropping angle brackets passes."""
-        return any(span.lstrip("<").rstrip(">").strip() for span in _TITLE.findall(response))
+        return any(span.lstrip("<").rstrip(">").strip() for span in title_spans(response))
+
+
+def title_spans(response: str) -> list[str]:
+    """What upstream's `re.findall(r"<<[^\n]+>>", response)` finds, in linear time (the regex
+    backtracks quadratically: 80 KB of `<` took 23 s). The pattern cannot cross a newline and its
+    greedy middle runs to the line's last `>>`, so each line holds at most one span: from the line's
+    first `<<` to its last `>>`, when at least one character lies between them."""
+    spans = []
+    for line in response.split("\n"):
+        start = line.find("<<")
+        if start < 0:
+            continue
+        end = line.rfind(">>")
+        if end >= start + 3:
+            spans.append(line[start : end + 2])
+    return spans

@@ -39,7 +39,9 @@ from capsule.prereg.loader import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import corpus_sweep  # noqa: E402
 import corpus_toml  # noqa: E402
+from corpus_files import Special  # noqa: E402
 from corpus_json import dumps, field_variants, nested, text_variants  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +76,7 @@ class Case:
     loader: str
     label: str
     base: str
-    files: tuple[tuple[str, bytes | None], ...]
+    files: tuple[tuple[str, bytes | Special | None], ...]
     args: tuple[str, ...]
     exit_code: int
     xfail: str | None = None
@@ -96,6 +98,7 @@ class Bases:
     envelope: dict[str, Any]
     manifest: dict[str, Any]
     analysis: dict[str, Any]
+    harness: dict[str, list[dict[str, Any]]]
 
 
 # ---- the base workspaces -----------------------------------------------------------------------
@@ -137,6 +140,7 @@ def build_workspaces(root: Path) -> dict[str, Path]:
     (spaces["report"] / "run").mkdir()
     for name in ("analysis.json", "manifest.json"):
         shutil.copy(REFERENCE_RUN / name, spaces["report"] / "run" / name)
+    corpus_sweep.build_sweep_workspaces(root, spaces, REFERENCE_RUN)
     return spaces
 
 
@@ -161,6 +165,7 @@ def read_bases(spaces: dict[str, Path]) -> Bases:
         envelope=load(spaces["bundle"] / "run" / "bundle.dsse.json"),
         manifest=load(spaces["manifest"] / "a.json"),
         analysis=load(spaces["report"] / "run" / "analysis.json"),
+        harness=corpus_sweep.harness_rows(spaces["harness"]),
     )
 
 
@@ -685,9 +690,18 @@ GENERATORS = (
 )
 
 
+def _sweep_case(
+    loader: str, label: str, base: str, files: tuple[tuple[str, Any], ...], args: tuple[str, ...], code: int
+) -> Case:
+    return Case(loader, label, base, files, args, code)
+
+
 def all_cases(bases: Bases) -> list[Case]:
     """Every case, in a stable order, with unique ids."""
     cases = [case for generate in GENERATORS for case in generate(bases)]
+    cases += [
+        case for generate in corpus_sweep.SWEEP_GENERATORS for case in generate(bases, _sweep_case, DIRECTORY)
+    ]
     seen: Counter[str] = Counter()
     unique = []
     for case in cases:

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_cases import DIRECTORY, Case, all_cases, build_workspaces, counts, read_bases  # noqa: E402
+from corpus_files import lay, remove  # noqa: E402
 
 from capsule.cli import cli  # noqa: E402
 
@@ -76,26 +77,38 @@ def _params() -> Iterator[object]:
 
 
 def _lay(root: Path, case: Case) -> list[tuple[Path, bytes | None, bool]]:
-    """Put the case's files in place; return what to restore: (path, old bytes, existed)."""
+    """Put the case's files in place (missing parents made; a regular file there is replaced);
+    return what to restore: (path, old bytes, existed)."""
     undo = []
     for relative, data in case.files:
         path = root / relative
-        existed = path.exists()
-        undo.append((path, path.read_bytes() if path.is_file() else None, existed))
+        existed = os.path.lexists(path)
+        replaceable = not existed or (path.is_file() and not path.is_symlink())
+        assert replaceable, f"{path}: a case replaces regular files only"
+        undo.append((path, path.read_bytes() if existed else None, existed))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if existed and not isinstance(data, bytes):
+            path.unlink()
         if data is DIRECTORY:
             path.mkdir()
-        else:
+        elif isinstance(data, bytes):
             path.write_bytes(data)
+        else:
+            try:
+                lay(path, data, root)
+            except PermissionError:  # a device node needs root
+                _restore(undo)
+                pytest.skip("making a device node needs root")
     return undo
 
 
 def _restore(undo: list[tuple[Path, bytes | None, bool]]) -> None:
     for path, old, existed in reversed(undo):
-        if path.is_dir() and not existed:
-            shutil.rmtree(path)
-        elif not existed:
-            path.unlink(missing_ok=True)
+        if not existed:
+            remove(path)
         elif old is not None:
+            if path.is_symlink() or not path.is_file():
+                remove(path)
             path.write_bytes(old)
 
 
@@ -115,9 +128,13 @@ def test_the_corpus_is_large_and_covers_every_loader() -> None:
         ", ".join(f"{k} {v}" for k, v in by_loader.items()),
         f"total {len(CASES)}",
     )
-    assert len(CASES) >= 1000
-    assert set(by_loader) == {"generations", "output", "plan", "ledger", "bundle", "manifest", "analysis"}
-    assert all(number >= 100 for loader, number in by_loader.items() if loader != "output"), by_loader
+    assert len(CASES) >= 2500
+    assert set(by_loader) == {
+        "generations", "output", "plan", "ledger", "bundle", "manifest", "analysis",
+        "special-input", "special-output", "harness", "plan-names", "options", "resign",
+    }
+    small = ("output", "special-output", "plan-names", "options", "resign")
+    assert all(number >= 100 for loader, number in by_loader.items() if loader not in small), by_loader
 
 
 def test_the_bases_are_valid(workspaces: dict[str, Path]) -> None:
@@ -153,7 +170,7 @@ def test_the_bases_are_valid(workspaces: dict[str, Path]) -> None:
     )
     plan = workspaces["plan"] / "prereg" / "smoke" / "plan.toml"
     copy = workspaces["plan"].parent / "plan-sealable"
-    shutil.copytree(workspaces["plan"], copy)
+    shutil.copytree(workspaces["plan"], copy, ignore=shutil.ignore_patterns("a-fifo"))
     result = runner.invoke(
         cli,
         [
@@ -167,6 +184,11 @@ def test_the_bases_are_valid(workspaces: dict[str, Path]) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
+    harness = workspaces["harness"]
+    for name, command in (("lm.jsonl", "lm-eval"), ("le.jsonl", "lighteval"), ("legacy.jsonl", "lighteval")):
+        out = harness.parent / f"imported-{name}"
+        result = runner.invoke(cli, ["import-samples", command, str(harness / name), "--out", str(out)])
+        assert result.exit_code == 0, (name, result.output, result.stderr)
 
 
 @pytest.mark.parametrize("case", list(_params()))

@@ -11,10 +11,11 @@ from capsule import atomic
 from capsule.atomic import (
     append_jsonl_durable,
     copy_atomic,
-    read_jsonl_complete,
     truncate_torn_tail,
     write_bytes_atomic,
 )
+from capsule.errors import BadInputError
+from capsule.jsonio import read_jsonl_complete
 
 
 def test_write_replaces_whole_file(tmp_path: Path) -> None:
@@ -64,3 +65,73 @@ def test_jsonl_torn_tail_is_ignored_and_truncated(tmp_path: Path) -> None:
     assert truncate_torn_tail(path) == len('{"key": 3, "resp')
     append_jsonl_durable(path, [{"key": 3}])
     assert [row["key"] for row in read_jsonl_complete(path)] == [1, 2, 3]
+
+
+# ---- issue 26, finding 4: the atomic writer never replaces a symlink or a special file ----------
+
+
+def _special_targets(tmp_path: Path) -> dict[str, Path]:
+    """A symlink to a regular file, a dangling symlink, a FIFO: what `--out` must refuse."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not yours")
+    link, dangling, fifo = tmp_path / "link", tmp_path / "dangling", tmp_path / "fifo"
+    link.symlink_to(outside)
+    dangling.symlink_to(tmp_path / "nowhere")
+    os.mkfifo(fifo)
+    return {"symlink": link, "dangling symlink": dangling, "FIFO": fifo}
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "FIFO"])
+def test_a_special_target_is_refused_and_left_as_it_was(tmp_path: Path, kind: str) -> None:
+    target = _special_targets(tmp_path)[kind]
+    before = os.lstat(target)
+    writes = (lambda: write_bytes_atomic(target, b"x"), lambda: copy_atomic(tmp_path / "outside.txt", target))
+    for write in writes:
+        with pytest.raises(BadInputError, match="symbolic link|not a regular file"):
+            write()
+        after = os.lstat(target)
+        assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert (tmp_path / "outside.txt").read_bytes() == b"not yours"
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def _device(tmp_path: Path) -> Path:
+    """A character device node of our own (never the machine's /dev/full: were the fix to regress,
+    a test run as root would replace it)."""
+    import stat
+
+    node = tmp_path / "full"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except PermissionError:
+        pytest.skip("making a device node needs root (the case the finding is about)")
+    return node
+
+
+def test_a_device_target_is_refused(tmp_path: Path) -> None:
+    """As root, a rename over a device replaces it with a regular file (`--out /dev/full` did)."""
+    node = _device(tmp_path)
+    with pytest.raises(BadInputError, match="not a regular file"):
+        write_bytes_atomic(node, b"x")
+    assert node.is_char_device()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "FIFO"])
+def test_score_out_a_special_file_is_one_error_line(tmp_path: Path, kind: str) -> None:
+    """`capsule score g.jsonl --out X` with X a symlink or a FIFO: exit 2, X unchanged (the scorer's
+    own writer and the capsule's refuse it alike)."""
+    from click.testing import CliRunner
+
+    from capsule.cli import cli
+
+    target = _special_targets(tmp_path)[kind]
+    rows = tmp_path / "g.jsonl"
+    rows.write_text('{"key": 1000, "response": "hi"}\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["score", str(rows), "--out", str(target)])
+    assert result.exit_code == 2, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("Error:")], result.stderr
+    assert os.path.islink(target) if kind == "symlink" else Path(target).is_fifo()
+    device = _device(tmp_path)
+    refused = CliRunner().invoke(cli, ["score", str(rows), "--out", str(device)])
+    assert refused.exit_code == 2, refused.output
+    assert device.is_char_device()

@@ -114,3 +114,64 @@ def test_no_network_points_to_the_directory_route(
 def test_model_dir_without_a_plan_is_refused(tmp_path: Path) -> None:
     result = _invoke("fetch", "model", "--model-dir", str(tmp_path))
     assert result.exit_code == 2 and "--model-dir goes with --plan" in result.stderr
+
+
+# ---- issue 26, finding 3: [model.files] keys are plain file names, checked by loader and fetcher -----
+
+ESCAPES = ("../../outside.json", "/ABS/outside.json", "sub/config.json", ".hidden.json", "x\n.json")
+
+
+def _with_pinned(plan: Path, name: str, digest: str) -> None:
+    text = (plan / "plan.toml").read_text(encoding="utf-8")
+    line = f"{name!r} = {digest!r}\n".replace("'", '"') if "\n" not in name else f'"x\\n.json" = "{digest}"\n'
+    pinned = text.replace("[model.files]\n", "[model.files]\n" + line)
+    (plan / "plan.toml").write_text(pinned, encoding="utf-8")
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+def test_a_model_file_key_that_is_a_path_is_refused_by_the_loader(
+    hub_plan: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, escape: str
+) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}", encoding="utf-8")
+    name = escape.replace("/ABS", str(tmp_path))
+    _with_pinned(hub_plan, name, sha256(b"not it"))
+    api = _serve(monkeypatch, FakeHubApi())
+    target = tmp_path / "models" / "deep" / "tiny-instruct"
+    for args in (
+        ("fetch", "model", "--plan", str(hub_plan), "--model-dir", str(target)),
+        ("prereg", "seal", str(hub_plan), "--note", "escape"),
+    ):
+        result = _invoke(*args)
+        assert result.exit_code == 2, result.output + result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and str(hub_plan / "plan.toml") in errors[0], result.stderr
+        assert "[model.files]" in errors[0] and "plain file name" in errors[0]
+    assert outside.read_text(encoding="utf-8") == "{}" and not list(tmp_path.rglob("*.corrupt-*"))
+    assert api.snapshots == [] and not (tmp_path / "models").exists()
+
+
+def test_the_fetcher_checks_the_names_again_before_touching_a_file(
+    hub_plan: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Model built in code (not through the loader) with an escaping name: the fetcher and the
+    verifier refuse it before renaming, reading or downloading anything."""
+    from dataclasses import replace
+
+    from capsule.artifacts.model_store import verify_pinned_files
+    from capsule.errors import BadInputError
+    from capsule.prereg.loader import load_plan
+
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}", encoding="utf-8")
+    target = tmp_path / "models" / "tiny-instruct"
+    target.mkdir(parents=True)
+    model = load_plan(hub_plan).model
+    bad = replace(model, files={**model.files, "../outside.json": sha256(b"not it")})
+    api = _serve(monkeypatch, FakeHubApi())
+    with pytest.raises(BadInputError, match="plain file name"):
+        hub.fetch_hub_model(bad, target)
+    with pytest.raises(BadInputError, match="plain file name"):
+        verify_pinned_files(target, bad.files)
+    assert outside.read_text(encoding="utf-8") == "{}" and not list(tmp_path.glob("outside.json.corrupt-*"))
+    assert api.snapshots == [] and list(target.iterdir()) == []

@@ -387,3 +387,36 @@ def test_lighteval_scored_text_is_the_recorded_one_and_truncation_is_flagged(
     first = json.loads(next((tmp_path / "out" / "generations").glob("*.jsonl")).read_text().splitlines()[0])
     assert first["raw"] == raw and first["response"] == "An answer without any comma"
     assert first["source"]["scored"] == POST_PROCESSED
+
+
+
+# ---- issue 26, finding 8: nested text is read strictly (no ast.literal_eval) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("['a', \"b\"]", ["a", "b"]),
+        ("{'prompt_level_strict_acc': True, 'x': [1, -2.5, None]}",
+         {"prompt_level_strict_acc": True, "x": [1, -2.5, None]}),
+        ("[('a', 'b')]", [["a", "b"]]),
+        ('{"a": [true, false]}', {"a": [True, False]}),
+    ],
+)
+def test_python_and_json_text_of_plain_literals_is_read(text: str, value: object) -> None:
+    from capsule.generation.harness.samples import decoded
+
+    assert decoded(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000, "{[]: 1}", "{1, 2}", "[" + "9" * 5000 + "]", "[1e999999]", "[" + "-" * 100_000 + "1]",
+     "[__import__('os')]", "[b'x']", "[1j]", "{'a': 1, 'a': 2}", "[" * 70 + "]" * 70, "['\x00']"],
+)
+def test_text_that_is_no_plain_literal_stays_text(text: str) -> None:
+    """What used to raise (RecursionError, MemoryError, TypeError, ValueError) or build a set: left as
+    the text it is, which the field's type check then refuses in one line."""
+    from capsule.generation.harness.samples import decoded
+
+    assert decoded(text) == text

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from capsule.atomic import append_jsonl_durable, read_jsonl_complete, write_json_atomic
+from capsule.atomic import append_jsonl_durable, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
-from capsule.jsonio import parse_json, read_json, read_jsonl
+from capsule.jsonio import parse_json, read_json, read_jsonl, read_jsonl_complete
 from ifeval_scorer.jsonl import (
     MAX_DEPTH,
     JsonInputError,
@@ -200,3 +200,29 @@ def test_a_stored_arm_with_bad_rows_is_refused_in_one_line(tmp_path: Path, line:
         store.open(identity, [])
     assert str(store.rows_path) in str(caught.value) and "\n" not in str(caught.value)
     assert store.rows_path.read_bytes() == before
+
+
+# ---- issue 26, finding 8: the one reader reads regular files only, of bounded size ------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "oversize"])
+def test_the_reader_refuses_what_would_hang_or_exhaust_memory(tmp_path: Path, kind: str) -> None:
+    from capsule.jsonio import MAX_INPUT_BYTES, read_input_bytes
+
+    path = tmp_path / "input"
+    if kind == "fifo":
+        import os
+
+        os.mkfifo(path)  # opened without blocking: no writer is needed to refuse it
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        with open(path, "wb") as handle:
+            handle.truncate(MAX_INPUT_BYTES + 1)  # sparse: no disk used
+    expected = "more than" if kind == "oversize" else "not a regular file"
+    with pytest.raises(BadInputError, match=expected):
+        read_input_bytes(path, "input")
+    with pytest.raises(BadInputError, match=expected):
+        read_jsonl(path, "JSON Lines file")
+    with pytest.raises(VerificationError, match=expected):
+        read_json(path, "bundle.json", error=VerificationError)

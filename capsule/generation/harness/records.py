@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, UnavailableError
-from capsule.jsonio import parse_json, parse_json_line
+from capsule.jsonio import parse_json, parse_json_line, read_input_bytes
 
 Records = list[tuple[str, Any]]
 PARQUET_MAGIC = b"PAR1"
@@ -21,15 +21,14 @@ PARQUET_MAGIC = b"PAR1"
 
 def read_records(path: Path) -> Records:
     """Every record of `path` with its location, in file order (blank lines skipped)."""
-    if not path.is_file():
+    if not path.exists():
         raise BadInputError(f"{path}: harness file not found; give the samples/details file itself")
-    with open(path, "rb") as handle:
-        is_parquet = handle.read(4) == PARQUET_MAGIC
-    if is_parquet:
+    data = read_input_bytes(path, "harness samples file")  # a regular file, of bounded size
+    if data[:4] == PARQUET_MAGIC:
         return _parquet_records(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise BadInputError(
             f"{path}: cannot read as UTF-8 JSON ({error}); give a JSONL or parquet file"
         ) from error

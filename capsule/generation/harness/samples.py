@@ -7,17 +7,21 @@ A problem is one BadInputError: `file:line: field `name`: what is wrong; how to 
 from __future__ import annotations
 
 import ast
-import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
+from capsule.jsonio import parse_json
 from ifeval_scorer import Prompt
+from ifeval_scorer.jsonl import MAX_DEPTH, MAX_NUMBER_CHARS
 
 READINGS = ("strict", "loose")
 IFEVAL_FIX = "import the harness's IFEval (google/IFEval, 541 prompts) samples only"
+NOT_A_LITERAL = object()  # what `python_literal` returns for text it does not read
+MAX_LITERAL_CHARS = 1 << 24  # a field's text; the whole file is already bounded by the reader
 
 
 @dataclass(frozen=True)
@@ -52,17 +56,66 @@ def bad(where: str, field: str, problem: str, fix: str) -> BadInputError:
 
 def decoded(value: Any) -> Any:
     """A nested value as stored: as is, or parsed when a writer turned it into JSON or Python text
-    (some details exports hold dicts and lists as strings)."""
+    (some details exports hold dicts and lists as strings). JSON goes through the one strict reader
+    (`capsule.jsonio`); Python text through `python_literal`. Text that is neither stays text, and
+    the field's type check then names it."""
     if not isinstance(value, str) or not value.strip().startswith(("{", "[")):
         return value
     try:
-        return json.loads(value)
-    except json.JSONDecodeError:
+        return parse_json(value, "a nested field")
+    except BadInputError:
         pass
+    literal = python_literal(value)
+    return value if literal is NOT_A_LITERAL else literal
+
+
+def python_literal(text: str) -> Any:
+    """A Python list or dict repr (lighteval's legacy details store `str(list)`), read under the JSON
+    reader's rules: only strings, finite numbers of at most `MAX_NUMBER_CHARS` characters, booleans,
+    None, lists, tuples (as lists) and dicts with string keys, each key once, nested at most
+    `MAX_DEPTH` deep. Anything else is `NOT_A_LITERAL`. `ast.parse` only parses (it runs nothing);
+    unlike `ast.literal_eval` no input makes this raise, recurse without bound, or build a set."""
+    if len(text) > MAX_LITERAL_CHARS:
+        return NOT_A_LITERAL
     try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return value
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # MemoryError: the parser's own stack
+        return NOT_A_LITERAL
+    try:
+        return _literal(tree.body, 0)
+    except _NotLiteral:
+        return NOT_A_LITERAL
+
+
+class _NotLiteral(Exception):
+    """Raised inside `_literal` for a node outside the accepted literals."""
+
+
+def _literal(node: ast.AST, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise _NotLiteral
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bool, type(None))):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        number = _literal(node.operand, depth + 1)
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise _NotLiteral
+        return -number
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        if len(repr(node.value)) > MAX_NUMBER_CHARS or not math.isfinite(node.value):
+            raise _NotLiteral
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(item, depth + 1) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        result: dict[str, Any] = {}
+        for key_node, item in zip(node.keys, node.values, strict=True):
+            key = _literal(key_node, depth + 1) if key_node is not None else None
+            if not isinstance(key, str) or key in result:
+                raise _NotLiteral
+            result[key] = _literal(item, depth + 1)
+        return result
+    raise _NotLiteral
 
 
 def field(where: str, record: Mapping[str, Any], name: str, kind: type, fix: str, prefix: str = "") -> Any:
@@ -94,9 +147,14 @@ def key_of_prompt(where: str, name: str, text: str, by_text: Mapping[str, int]) 
 
 def check_instructions(where: str, name: str, ids: Any, prompt: Prompt) -> None:
     """The row's instruction list must be the pinned prompt's (another list is another IFEval)."""
-    if ids is not None and tuple(decoded(ids)) != prompt.instruction_id_list:
+    if ids is None:
+        return
+    listed = decoded(ids)
+    if not isinstance(listed, list):
+        raise bad(where, name, f"a {type(listed).__name__}, expected a list of instruction ids", IFEVAL_FIX)
+    if tuple(listed) != prompt.instruction_id_list:
         raise bad(
-            where, name, f"{list(decoded(ids))} differs from key {prompt.key}'s pinned instructions "
+            where, name, f"{listed} differs from key {prompt.key}'s pinned instructions "
             f"{list(prompt.instruction_id_list)}", IFEVAL_FIX,
         )
 
