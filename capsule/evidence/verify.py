@@ -177,8 +177,8 @@ def _check_manifest_digest(run_dir: Path, bundle: dict[str, Any], listed: list[d
     digest = sha256_json(manifest)
     if digest != bundle["manifest_digest"]:
         raise VerificationError(
-            f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest {bundle['manifest_digest']} "
-            "(the manifest was changed after the run recorded it)"
+            f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
+            f"{bundle['manifest_digest']} (the manifest was changed after the run recorded it)"
         )
 
 
@@ -289,7 +289,8 @@ def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], finge
     vouches, from the anchored history, for a signature bundled before it). The one rule `verify`,
     `compare` and `check-numbers` apply, recorded in the ledger or not."""
     def anchored() -> int:
-        return anchored_entries(ledger_path, ledger_path.read_bytes(), [str(e["hash"]) for e in ledger.entries])
+        hashes = [str(e["hash"]) for e in ledger.entries]
+        return anchored_entries(ledger_path, ledger_path.read_bytes(), hashes)
 
     try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
         return check_signer(

@@ -212,7 +212,8 @@ class Ledger:
         rewrites a line; cuts a torn last line first (`load`). Refuses if the file changed since this
         ledger was loaded (someone else appended); a failed write (a full disk) is cut back and
         raised as UnavailableError, the ledger as it was."""
-        entries, head = [], self.head()
+        entries: list[dict[str, Any]] = []
+        head = self.head()
         for kind, path, sha256, note, extra in pending:
             entry = self._entry(len(self.entries) + len(entries) + 1, head, kind, path, sha256, note, extra)
             entries.append(entry)
