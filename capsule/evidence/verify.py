@@ -283,7 +283,8 @@ def start_seq_of(ledger: Ledger, bundle: dict[str, Any]) -> int | None:
 
 
 def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], fingerprint: str,
-                plan_bytes: bytes | None, pubkey: Path | None, *, bundled_at: int | None) -> SignerVerdict:
+                plan_bytes: bytes | None, pubkey: Path | None, *, bundled_at: int | None,
+                remedy: str | None = None) -> SignerVerdict:
     """The trust rule (`capsule.evidence.trust.check_signer`) for a run of `bundle`: its key trusted for
     its plan by the plan itself or by a `signers` entry at or before the run's start (or one that
     vouches, from the anchored history, for a signature bundled before it). The one rule `verify`,
@@ -296,6 +297,7 @@ def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], finge
         return check_signer(
             ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
             bundled_at=bundled_at, started_at=start_seq_of(ledger, bundle), anchored=anchored,
+            **({"remedy": remedy} if remedy is not None else {}),
         )
     except CapsuleError as error:  # an unreadable plan copy is a failed verification too
         raise VerificationError(f"run {bundle['run_id']}: {error}") from error

@@ -282,10 +282,14 @@ class Ledger:
 
 
 def _is_torn(last: bytes) -> bool:
-    """Whether a final line without its newline is a torn append (no JSON value) rather than an edit."""
+    """Whether a final line without its newline is a torn append rather than an edit: what a write cut
+    short leaves, the start of an entry's JSON object and no complete JSON value (an entry whose
+    newline was changed or removed still decodes, and is refused as an edit)."""
+    if not last.startswith(b"{"):
+        return False
     try:
-        json.loads(last)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both
+        json.JSONDecoder().raw_decode(last.decode("utf-8"))
+    except ValueError:  # no complete value, or cut inside a multi-byte character
         return True
     return False
 
