@@ -12,7 +12,7 @@ size and sha256 match; the ledger verifies, the plan's seal precedes the run's s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +358,24 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
         verdict.why,
     )
+
+
+def verify_unrecorded(run_dir: Path, ledger_path: Path) -> VerifySummary:
+    """A run this ledger does not record (made elsewhere, not imported): its signature and every file,
+    then the same trust rule as `verify_run`: its plan bytes are a version this ledger records for
+    its plan path (else the plan copy's own `[evidence] signers` would vouch for itself), and its key
+    is trusted for that plan here. What `compare` and `check-numbers` apply to such a run."""
+    summary = verify_run(run_dir, pubkey=None, ledger_path=None)
+    ledger = _load_ledger(ledger_path)
+    _data, bundle = _read_index(run_dir)
+    plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
+    if not any(e.get("kind") in FILE_KINDS and e.get("path") == plan_path and e.get("sha256") == plan_sha
+               for e in ledger.entries):
+        raise VerificationError(
+            f"run {bundle['run_id']}: its plan {plan_path} (sha256 {plan_sha}) is no version {ledger_path} "
+            "records, so no key is trusted for it here"
+        )
+    plan_copy = RunDir(run_dir).plan
+    verdict = check_trust(ledger, ledger_path, bundle, summary.fingerprint,
+                          plan_copy.read_bytes() if plan_copy.is_file() else None, None, bundled_at=None)
+    return replace(summary, trust=verdict.why)

@@ -36,6 +36,7 @@ from capsule.atomic import write_text_atomic
 from capsule.errors import BadInputError
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.report.document import BLOCKS, ReportInput, load_run, render_block
+from capsule.run_dir import RunDir
 
 OPEN = re.compile(r"<!--\s*capsule:numbers\b(?P<attrs>.*?)-->")
 CLOSE = re.compile(r"<!--\s*/capsule:numbers\s*-->")
@@ -240,6 +241,8 @@ class CheckResult:
     facts: int
     drifts: list[Drift | WordDrift]
     words: int = 0
+    verified: int = 0  # one-run regions' signed runs verified (signature, files, trust)
+    unsigned: tuple[Path, ...] = ()  # one-run regions' runs with no signature: numbers only
 
 
 def _read(path: Path) -> str:
@@ -249,15 +252,19 @@ def _read(path: Path) -> str:
         raise BadInputError(f"{path}: cannot read ({error})") from error
 
 
-def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None
-                ) -> CheckResult:
+def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None,
+                verify: Callable[[Path], object] | None = None) -> CheckResult:
     """Check every marked region of `paths` against its run (or `run` for every one-run region): its
     facts one by one, then, where they all match, its words (see the module docstring). A comparison
-    region (against=) is checked against its own two runs, rendered by `comparison`.
+    region (against=) is checked against its own two runs, rendered by `comparison`. `verify`: called
+    once on each one-run region's run that is signed (it raises for a run that does not verify, an
+    untrusted signer among the reasons); a run with no signature is listed in `unsigned`.
 
     A file without any region is an error: checking it would prove nothing.
     """
     cache: dict[Path, ReportInput] = {}
+    checked: set[Path] = set()
+    unsigned: list[Path] = []
     regions = facts_total = words_total = 0
     drifts: list[Drift | WordDrift] = []
     for path in paths:
@@ -269,6 +276,12 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
                 rendered = _render_comparison_region(region, comparison)
             else:
                 run_dir = region.run_dir(run)
+                if verify is not None and run_dir not in checked:
+                    checked.add(run_dir)
+                    if RunDir(run_dir).envelope.is_file():
+                        verify(run_dir)
+                    else:
+                        unsigned.append(run_dir)
                 data = cache.setdefault(run_dir, load_run(run_dir))
                 rendered = render_block(region.block, data)
             fact_drifts = compare(region, rendered)
@@ -277,7 +290,8 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
             regions += 1
             facts_total += len(facts(region.body))
             words_total += len(words(region.body))
-    return CheckResult(regions, facts_total, drifts, words_total)
+    return CheckResult(regions, facts_total, drifts, words_total, len(checked) - len(unsigned),
+                       tuple(unsigned))
 
 
 def _render_comparison_region(region: Region, comparison: ComparisonRenderer | None) -> str:

@@ -12,13 +12,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
 from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
-from capsule.hashing import sha256_file
+from capsule.hashing import sha256_file, sha256_json
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.loader import plan_arm_backends
@@ -67,6 +68,15 @@ def as_if_run_for_real(run: Path) -> Path:
         meta["arm"]["backend"] = meta["backend"]["backend"] = backend
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return run
+
+
+def set_manifest(run: Path, manifest: dict[str, Any]) -> None:
+    """Give `run` another manifest as the run would have recorded it (bundle.json's manifest_digest
+    with it, which `capsule verify` checks); the caller signs it again."""
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    bundle = json.loads((run / "bundle.json").read_text())
+    bundle["manifest_digest"] = sha256_json(manifest)
+    (run / "bundle.json").write_text(json.dumps(bundle))
 
 
 def sign(run: Path, ledger_path: Path | None, key: SigningKey | None = None) -> None:
