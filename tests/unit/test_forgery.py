@@ -209,7 +209,7 @@ def test_5b_history_rewritten_and_committed_departs_from_the_published_ledger(
     flip_headline_and_resign(repo, key)
     commit_all(repo, "history rewritten")
     verified = invoke("verify", RUN)  # HEAD agrees with the rewrite; the published ledger does not
-    assert verified.exit_code == 3 and "differs from the published ledger at origin/" in verified.stderr, verified.stderr
+    assert verified.exit_code == 3 and "differs from the published ledger at origin/" in verified.stderr
     result = invoke("prereg", "verify")
     assert result.exit_code == 3 and "differs from the published ledger at origin/" in result.stderr
     git(repo, "branch", "-q", "--unset-upstream")
@@ -264,7 +264,8 @@ def test_5e_a_sealed_plan_is_never_re_recorded_but_by_an_amend_of_another_path(r
                    "foreign_start_seq": 1, "seal": latest["hash"]},
         "amend": {"of": V2_PLAN, "of_sha256": latest["sha256"]},
     }[kind]
-    Ledger.load(repo / "prereg" / "ledger.jsonl").append(kind, V2_PLAN, sha256_file(plan), "re-record", **extra)
+    ledger = Ledger.load(repo / "prereg" / "ledger.jsonl")
+    ledger.append(kind, V2_PLAN, sha256_file(plan), "re-record", **extra)
     result = invoke("prereg", "verify")
     assert result.exit_code == 3
     assert "re-recorded only by an amend of another path" in result.stderr, result.stderr
