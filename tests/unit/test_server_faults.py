@@ -85,7 +85,8 @@ from pathlib import Path
 from capsule.generation.backends.server_launch import launch
 from capsule.run_dir import RunDir
 out = Path(sys.argv[1])
-server = launch(RunDir(out), "srv", lambda port: [sys.executable, "-c", {engine!r}, str(out / "engine.pid")], {{}})
+command = [sys.executable, "-c", {engine!r}, str(out / "engine.pid")]
+server = launch(RunDir(out), "srv", lambda port: command, {{}})
 print(server.process.pid, flush=True)
 time.sleep(600)
 """
