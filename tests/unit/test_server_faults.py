@@ -130,3 +130,39 @@ def test_sigkill_of_the_capsule_stops_the_server_and_its_children(tmp_path: Path
                     os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError, UnboundLocalError):
                 pass
+
+
+OFFLINE = """
+import subprocess, sys, time
+sys.path[:0] = [{root!r}]
+from capsule.generation.backends.reaper import start_reaper
+reaper = start_reaper()
+engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # as vLLM's engine core
+print(reaper.pid, engine.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_sigkill_of_the_capsule_stops_the_engine_an_in_process_backend_spawned(tmp_path: Path) -> None:
+    """The offline vLLM backend's case: the engine is the capsule's own child, in its group; the
+    reaper the backend starts stops it once the capsule is gone (and then exits itself)."""
+    script = tmp_path / "offline.py"
+    script.write_text(OFFLINE.format(root=str(ROOT)))
+    capsule = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    reaper = engine = 0
+    try:
+        assert capsule.stdout is not None
+        reaper, engine = (int(pid) for pid in capsule.stdout.readline().split())
+        time.sleep(1.5)  # the reaper has listed the engine (it looks every 0.5 s)
+        capsule.send_signal(signal.SIGKILL)
+        capsule.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while not (_gone(engine) and _gone(reaper)):
+            assert time.monotonic() < deadline, "the engine outlived the killed capsule"
+            time.sleep(0.1)
+    finally:
+        if capsule.poll() is None:
+            capsule.kill()
+        for pid in (engine, reaper):
+            if pid and not _gone(pid):
+                os.kill(pid, signal.SIGKILL)

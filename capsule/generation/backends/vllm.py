@@ -30,6 +30,7 @@ from capsule.generation.backends import (
 )
 from capsule.generation.backends.arm_env import ArmEnv
 from capsule.generation.backends.checkpoint import resolve_loader
+from capsule.generation.backends.reaper import start_reaper, stop_reaper
 from capsule.generation.chat import stop_token_ids
 from capsule.prereg.backend_specs import SPECS
 
@@ -106,6 +107,7 @@ class VLLMBackend:
             logging.getLogger("vllm").setLevel(level)
 
         kwargs: dict[str, Any] = {k: v for k, v in self.options.items() if v is not None}
+        self._reaper = start_reaper()  # the engine processes vLLM spawns die with the capsule
         try:
             self.llm: Any = vllm.LLM(
                 model=str(model_dir),
@@ -117,6 +119,7 @@ class VLLMBackend:
             )
         except (ValueError, RuntimeError, MemoryError) as error:
             self._env.restore()
+            stop_reaper(self._reaper)
             if "memory" in str(error).lower():
                 raise BackendOutOfMemoryError(
                     f"vLLM out of memory building the engine with max_num_seqs={arm.batch_size} ({error}); "
@@ -229,4 +232,7 @@ class VLLMBackend:
                 self.llm = None
                 del llm
                 gc.collect()
+        reaper = getattr(self, "_reaper", None)
+        if reaper is not None:
+            stop_reaper(reaper)
         self._env.restore()
