@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from capsule import __version__
-from capsule.errors import CapsuleError
+from capsule.errors import CapsuleError, printable
 
 # command name -> "module:attribute"; each module is small and imports heavy libraries inside functions.
 COMMANDS: dict[str, str] = {
@@ -80,7 +80,7 @@ class CapsuleGroup(click.Group):
             code = exit_code_for(error)
             if code is None or (ctx.obj and ctx.obj.get("debug")):
                 raise
-            click.echo(f"Error: {error}", err=True)
+            click.echo(f"Error: {printable(str(error))}", err=True)
             ctx.exit(code)
         except KeyboardInterrupt:
             click.echo(

@@ -31,10 +31,12 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Pa
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare it whole:
     numbers and verdicts one by one, then every word; any drift exits 3 with the line, what was found
     and what the run gives. A region with against=RUN quotes `capsule compare` of its two runs, which
-    are verified first."""
-    from capsule.evidence.compare import comparison_renderer
+    are verified first; so is the run of every one-run region that is signed (its signature, files
+    and signer trusted by this ledger's rules, as `capsule verify` and `capsule compare` check)."""
+    from capsule.evidence.compare import comparison_renderer, verify_side
 
-    result = check_files(list(files), run_dir, comparison_renderer(ledger_path))
+    result = check_files(list(files), run_dir, comparison_renderer(ledger_path),
+                         verify=lambda run: verify_side(run, ledger_path))
     for drift in result.drifts:
         click.echo(str(drift))
     if result.drifts:
@@ -42,9 +44,10 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Pa
             f"{len(result.drifts)} difference(s) from the run in {len(files)} file(s); "
             "refresh them with `capsule report RUN_DIR --update FILE`"
         )
+    unsigned = f"; {len(result.unsigned)} unsigned (numbers only, not evidence)" if result.unsigned else ""
     click.echo(
         f"ok: {result.facts} numbers and verdicts, {result.words} words in {result.regions} region(s) "
-        "match their run"
+        f"match their run; {result.verified} signed run(s) verified{unsigned}"
     )
     if result.unquoted:
         click.echo(f"no regions in {len(result.unquoted)} file(s): {', '.join(map(str, result.unquoted))}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from capsule.errors import printable
 from capsule.prereg.ledger import DEFAULT_LEDGER
 
 
@@ -30,4 +31,5 @@ def import_run(run_dir: Path, foreign_ledger: Path, ledger_path: Path, note: str
     """
     from capsule.evidence.importing import import_run as run_import
 
-    click.echo(run_import(run_dir, foreign_ledger=foreign_ledger, ledger_path=ledger_path, note=note).line())
+    result = run_import(run_dir, foreign_ledger=foreign_ledger, ledger_path=ledger_path, note=note)
+    click.echo(printable(result.line()))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from capsule.commands.ledger_option import LEDGER_OPTION
-from capsule.errors import BadInputError
+from capsule.errors import BadInputError, printable
 from capsule.prereg.ledger import Ledger, verify_anchored, verify_ledger
 from capsule.prereg.newest import newest_plan
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
@@ -26,7 +26,7 @@ def _show(entry: dict[str, Any]) -> str:
     if entry["kind"] == "signers":
         extra = "  trusts " + ", ".join(f[:16] for f in entry["fingerprints"])
     head = f"{entry['seq']:>4}  {entry['time']}  {entry['kind']:<6}"
-    return f"{head}  {entry['path']}  {entry['sha256'][:16]}{extra}"
+    return printable(f"{head}  {entry['path']}  {entry['sha256'][:16]}{extra}")
 
 
 @click.group()
@@ -106,10 +106,15 @@ def verify(ledger_path: Path, anchor: str | None) -> None:
     for entry in ledger.entries:
         click.echo(_show(entry))
     files = {e["path"] for e in ledger.entries}
-    click.echo(
+    if ledger.torn:
+        click.echo(
+            f"note: the last {ledger.torn} bytes of {ledger_path} are a torn append (a write cut short: a "
+            "full disk, a crash), no entry; the next entry appended cuts them"
+        )
+    click.echo(printable(
         f"OK: {len(ledger.entries)} entries, chain intact, {len(files)} recorded files present and match; "
         f"{anchored.description}; head {ledger.head()}"
-    )
+    ))
 
 
 @prereg.command("confirm-redaction")

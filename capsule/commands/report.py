@@ -26,7 +26,8 @@ from capsule.run_dir import RunDir
 @click.option(
     "--check",
     is_flag=True,
-    help="Re-render RESULTS.md and compare it with the file (exit 3 on a difference).",
+    help="Verify a signed run (as `capsule verify`, trust included), re-render RESULTS.md and compare "
+    "it with the file (exit 3 on a difference).",
 )
 @click.option(
     "--resign",
@@ -41,7 +42,8 @@ from capsule.run_dir import RunDir
 )
 @click.option(
     "--ledger", "ledger_path", type=click.Path(path_type=Path, dir_okay=False),
-    default=DEFAULT_LEDGER, show_default=True, help="With --resign: the ledger.",
+    default=DEFAULT_LEDGER, show_default=True,
+    help="With --resign: the ledger; with --check: the ledger a signed run is verified against.",
 )
 @click.option("--fingerprint", default=None, help="Signing key fingerprint to state in RESULTS.md.")
 @click.option(
@@ -87,6 +89,10 @@ def report(
         )
         return
     if check:
+        if run.envelope.is_file():  # a signed run's report is checked only once the run verifies
+            from capsule.evidence.compare import verify_side
+
+            verify_side(run_dir, ledger_path)
         diff = check_report(run_dir)
         if diff:
             click.echo("\n".join(diff[:60]))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from capsule.errors import printable
 from capsule.prereg.ledger import DEFAULT_LEDGER
 
 
@@ -29,4 +30,4 @@ def verify(run_dir: Path, pubkey: Path | None, ledger_path: Path) -> None:
     """
     from capsule.evidence.verify import verify_run
 
-    click.echo(verify_run(run_dir, pubkey=pubkey, ledger_path=ledger_path).line())
+    click.echo(printable(verify_run(run_dir, pubkey=pubkey, ledger_path=ledger_path).line()))

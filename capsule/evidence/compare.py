@@ -24,7 +24,7 @@ from capsule.analysis.outcomes import outcomes_from_scores
 from capsule.analysis.paired import paired_comparison
 from capsule.errors import BadInputError
 from capsule.evidence.finished import check_complete, read_analysis, read_bundle
-from capsule.evidence.verify import VerifySummary, verify_run
+from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
 from capsule.jsonio import read_json, read_jsonl_complete
 from capsule.machine.diff import NUMERICS, diff_manifests
 from capsule.prereg.ledger import Ledger
@@ -58,11 +58,15 @@ def run_in_ledger(ledger_path: Path, run_id: str) -> bool:
 
 
 def verify_side(run_dir: Path, ledger_path: Path) -> VerifySummary:
-    """The one place `compare` verifies a run: signature and every digest, and the ledger entry when
-    this repository's ledger records the run (VerificationError, exit 3, on any failure)."""
+    """The one place `compare` (and `check-numbers`) verifies a run: signature and every digest, the
+    ledger entry when this repository's ledger records the run, and otherwise the same trust rule
+    against that ledger when there is one (VerificationError, exit 3, on any failure)."""
     run_id = read_bundle(run_dir).get("run_id")
-    in_ledger = isinstance(run_id, str) and run_in_ledger(ledger_path, run_id)
-    return verify_run(run_dir, pubkey=None, ledger_path=ledger_path if in_ledger else None)
+    if isinstance(run_id, str) and run_in_ledger(ledger_path, run_id):
+        return verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
+    if ledger_path.is_file():
+        return verify_unrecorded(run_dir, ledger_path)
+    return verify_run(run_dir, pubkey=None, ledger_path=None)
 
 
 def check_same_plan(run_a: Path, run_b: Path) -> None:
@@ -134,8 +138,8 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> dict[str, An
     """Compare two complete, verified runs of one plan; see the module doc. Returns a JSON-ready dict."""
     arm_names = check_complete(run_a)
     check_complete(run_b)
+    check_same_plan(run_a, run_b)  # a plain refusal (exit 2) before either is verified
     summaries = [verify_side(path, ledger_path) for path in (run_a, run_b)]
-    check_same_plan(run_a, run_b)
     dirs = (RunDir(run_a), RunDir(run_b))
     analyses = [read_analysis(path) for path in (run_a, run_b)]
     rule, claim = analyses[0]["verdict_rule"], analyses[0]["claim"]

@@ -11,6 +11,8 @@ from typing import Any
 
 from capsule.errors import BadInputError, CapsuleError
 from capsule.jsonio import read_json
+from capsule.prereg.backend_specs import FAKE_BACKEND
+from capsule.prereg.loader import plan_arm_backends
 from capsule.run_dir import RunDir
 
 COMPLETE = "complete"  # an arm's generations meta status once every key is generated
@@ -60,3 +62,25 @@ def check_complete(run_dir: Path) -> list[str]:
                 "incomplete (finish it with `capsule reproduce`)"
             )
     return arms
+
+
+def check_not_dry_run(run_dir: Path, arms: list[str]) -> None:
+    """Refuse a dry run (BadInputError, exit 2): a run any of whose arms ran on the fake backend while
+    its plan (the run's own plan.toml copy) declares another. Its rows are random tokens, whatever
+    ledger it was signed against, so it is never evidence to import."""
+    run = RunDir(run_dir)
+    try:
+        declared = plan_arm_backends(run.plan.read_bytes(), run.plan)
+    except OSError as error:
+        raise BadInputError(f"{run.plan}: the run's plan copy cannot be read ({error.strerror})") from None
+    for arm in arms:
+        meta = read_json(run.generations_meta(arm), "generations meta")
+        ran = {
+            (meta.get(part) or {}).get(key) if isinstance(meta.get(part), dict) else None
+            for part, key in (("arm", "backend"), ("backend", "backend"))
+        } if isinstance(meta, dict) else set()
+        if FAKE_BACKEND in ran and declared.get(arm) != FAKE_BACKEND:
+            raise BadInputError(
+                f"{run.generations_meta(arm)}: arm {arm} ran on the fake backend, its plan declares "
+                f"{declared.get(arm)!r}: a dry run (random tokens) is never imported; run the plan for real"
+            )

@@ -7,7 +7,8 @@ one `import` entry records the run's envelope (path here, sha256), its run id, i
 fingerprint, the foreign bundle entry's hash and seq, and the hash of our plan record both chains
 share. Order of checks, nothing appended unless all pass:
 
-1. the run is finished (signed bundle, analysis, every arm complete): else BadInputError (exit 2);
+1. the run is finished (signed bundle, analysis, every arm complete), and no dry run (an arm on the
+   fake backend that its plan does not declare): else BadInputError (exit 2);
 2. its signature and every file verify, and its signer is a key the plan trusts here (the plan's
    `[evidence] signers` and `signers` entries: `capsule.evidence.trust`) (VerificationError, exit 3);
 3. this ledger verifies and records the run's plan bytes (else exit 2: a run of another plan);
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
-from capsule.evidence.finished import check_complete, read_bundle
+from capsule.evidence.finished import check_complete, check_not_dry_run, read_bundle
 from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import check_ledger, verify_run
 from capsule.hashing import sha256_file
@@ -108,8 +109,9 @@ def _existing(ours: Ledger, run_id: str, envelope_sha256: str) -> dict[str, Any]
 
 def import_run(run_dir: Path, *, foreign_ledger: Path, ledger_path: Path, note: str = "") -> ImportResult:
     """Verify `run_dir` and its foreign chain, then append one `import` entry; see the module doc."""
-    check_complete(run_dir)
+    arms = check_complete(run_dir)
     summary = verify_run(run_dir, pubkey=None, ledger_path=None)  # signature and every file
+    check_not_dry_run(run_dir, arms)
     bundle = read_bundle(run_dir)
     envelope = RunDir(run_dir).envelope
     envelope_sha256 = sha256_file(envelope)

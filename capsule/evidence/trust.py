@@ -12,6 +12,7 @@ and the pinned key is accepted whether or not the plan lists it; the verdict say
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def check_signer(
     plan_bytes: bytes | None = None,
     pinned: Path | None = None,
     bundled_at: int | None = None,
+    started_at: int | None = None,
+    anchored: Callable[[], int] | None = None,
     remedy: str = "if you trust it, pin it with --key PUBLIC_KEY.pem",
 ) -> SignerVerdict:
     """Accept `fingerprint` as a signer of a run of `plan_path`, or raise VerificationError (exit 3)
@@ -54,11 +57,27 @@ def check_signer(
 
     `plan_bytes`: the plan the run used (see `trusted_signers`); `pinned`: the public key file the user
     pinned with `--key` (the signature was checked against it), which accepts an untrusted key;
-    `bundled_at`: the seq of the run's bundle entry, to say when a key was trusted only after it;
+    `bundled_at`: the seq of the run's bundle entry; `started_at`: the seq of the run's start head.
+    A key added by a `signers` entry signs only runs that started at or after that entry (an entry
+    appended now cannot buy trust for a run already made); the one exception is an entry that came
+    after the run's bundle entry and lies in the anchored history (`anchored()`: how many entries the
+    published or committed ledger fixes), which vouches for a signature already recorded there.
     `remedy`: the caller's own way out, said first in the refusal.
     """
     grants = trusted_signers(ledger, plan_path, plan_bytes)
     grant = grants.get(fingerprint)
+    if grant is not None and grant.seq is not None and started_at is not None and grant.seq > started_at:
+        vouched = bundled_at is not None and bundled_at < grant.seq and anchored is not None
+        if not (vouched and anchored is not None and anchored() >= grant.seq):
+            grant = None
+            if pinned is None:
+                raise VerificationError(
+                    f"signed by key {fingerprint}, which signers entry {_entry_seq(grants, fingerprint)} "
+                    f"trusted for plan {plan_path} only after the run started (its start head is entry "
+                    f"{started_at}): a key added later signs only later runs (a signature already bundled "
+                    "before that entry counts once the entry is in the committed or published ledger); "
+                    f"{remedy}"
+                )
     if grant is None:
         if pinned is None:
             raise VerificationError(
@@ -70,10 +89,14 @@ def check_signer(
         return SignerVerdict(fingerprint, None, why)
     why = f"key {fingerprint[:16]} trusted for {plan_path}: {grant.why}"
     if grant.seq is not None and bundled_at is not None and grant.seq > bundled_at:
-        why += f" (after the run's bundle entry {bundled_at})"
+        why += f" (after the run's bundle entry {bundled_at}, in the anchored ledger)"
     if pinned is not None:
         why += f"; also pinned with --key {pinned}"
     return SignerVerdict(fingerprint, grant, why)
+
+
+def _entry_seq(grants: dict[str, Grant], fingerprint: str) -> object:
+    return grants[fingerprint].seq
 
 
 def untrusted_warning(ledger: Ledger, plan_path: str, fingerprint: str, plan_bytes: bytes) -> str | None:

@@ -12,7 +12,7 @@ size and sha256 match; the ledger verifies, the plan's seal precedes the run's s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,13 @@ from capsule.evidence.bundle import (
     list_run_files,
 )
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
-from capsule.evidence.trust import check_signer
-from capsule.hashing import sha256_bytes, sha256_file
+from capsule.evidence.trust import SignerVerdict, check_signer
+from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.jsonio import parse_json, read_input_bytes
+from capsule.prereg.anchor import anchored_entries, check_anchor
 from capsule.prereg.chain import FILE_KINDS
 from capsule.prereg.ledger import Ledger
-from capsule.run_dir import BUNDLE, ENVELOPE, PLAN_COPY, PUBLIC_KEY, RunDir
+from capsule.run_dir import BUNDLE, ENVELOPE, MANIFEST, PLAN_COPY, PUBLIC_KEY, RunDir
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,22 @@ def _check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]]
             )
 
 
+def _check_manifest_digest(run_dir: Path, bundle: dict[str, Any], listed: list[dict[str, Any]]) -> None:
+    """The signed `manifest_digest` must be the digest of the run's manifest.json (its canonical JSON,
+    as `capsule.machine.manifest.manifest_digest` computes it): a manifest edited and signed again
+    with the old facts is refused. Its bytes were checked against the bundle already."""
+    if not any(item["path"] == MANIFEST for item in listed):
+        return
+    manifest = parse_json(RunDir(run_dir).manifest.read_bytes(), str(RunDir(run_dir).manifest),
+                          error=VerificationError)
+    digest = sha256_json(manifest)
+    if digest != bundle["manifest_digest"]:
+        raise VerificationError(
+            f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
+            f"{bundle['manifest_digest']} (the manifest was changed after the run recorded it)"
+        )
+
+
 def _load_ledger(ledger_path: Path) -> Any:
     if not ledger_path.is_file():
         raise VerificationError(f"ledger {ledger_path} not found; pass --ledger PATH")
@@ -256,6 +273,33 @@ def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelop
     return plan_entry.get("seq"), entries[start].get("seq"), bundle_entry.get("seq")
 
 
+def start_seq_of(ledger: Ledger, bundle: dict[str, Any]) -> int | None:
+    """The seq of the entry that was the ledger's head when the run started, or None (not in it)."""
+    head = bundle.get("ledger_heads", {}).get("at_start")
+    return next((int(e["seq"]) for e in ledger.entries if e.get("hash") == head), None)
+
+
+def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], fingerprint: str,
+                plan_bytes: bytes | None, pubkey: Path | None, *, bundled_at: int | None,
+                remedy: str | None = None) -> SignerVerdict:
+    """The trust rule (`capsule.evidence.trust.check_signer`) for a run of `bundle`: its key trusted for
+    its plan by the plan itself or by a `signers` entry at or before the run's start (or one that
+    vouches, from the anchored history, for a signature bundled before it). The one rule `verify`,
+    `compare` and `check-numbers` apply, recorded in the ledger or not."""
+    def anchored() -> int:
+        hashes = [str(e["hash"]) for e in ledger.entries]
+        return anchored_entries(ledger_path, ledger_path.read_bytes(), hashes)
+
+    try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
+        return check_signer(
+            ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
+            bundled_at=bundled_at, started_at=start_seq_of(ledger, bundle), anchored=anchored,
+            **({"remedy": remedy} if remedy is not None else {}),
+        )
+    except CapsuleError as error:  # an unreadable plan copy is a failed verification too
+        raise VerificationError(f"run {bundle['run_id']}: {error}") from error
+
+
 def verify_run(run_dir: Path, *, pubkey: Path | None, ledger_path: Path | None) -> VerifySummary:
     """Verify a bundled run directory against its signature, its files and the ledger; see module doc.
     `ledger_path=None` stops after the files (a run from elsewhere that this ledger does not record).
@@ -293,6 +337,7 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
             f"{PLAN_COPY}: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
         )
     if ledger_path is None:
+        _check_manifest_digest(run_dir, bundle, listed)
         return VerifySummary(
             bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
             bundle["plan"]["path"], None, None, None, None, 0, "trust not checked (no ledger)",
@@ -302,16 +347,34 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
     plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
     recorded = [e.get("seq") for e in ledger.run_entries(bundle["run_id"])
                 if e.get("kind") == "bundle" and e.get("sha256") == envelope_sha256]
-    try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
-        verdict = check_signer(
-            ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
-            bundled_at=recorded[-1] if recorded else None,
-        )
-    except CapsuleError as error:  # an unreadable plan copy is a failed verification too
-        raise VerificationError(f"run {bundle['run_id']}: {error}") from error
+    verdict = check_trust(ledger, ledger_path, bundle, fingerprint, plan_bytes, pubkey,
+                          bundled_at=recorded[-1] if recorded else None)
     plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
+    check_anchor(ledger_path, ledger_path.read_bytes(), [str(e["hash"]) for e in ledger.entries], None)
+    _check_manifest_digest(run_dir, bundle, listed)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
         verdict.why,
     )
+
+
+def verify_unrecorded(run_dir: Path, ledger_path: Path) -> VerifySummary:
+    """A run this ledger does not record (made elsewhere, not imported): its signature and every file,
+    then the same trust rule as `verify_run`: its plan bytes are a version this ledger records for
+    its plan path (else the plan copy's own `[evidence] signers` would vouch for itself), and its key
+    is trusted for that plan here. What `compare` and `check-numbers` apply to such a run."""
+    summary = verify_run(run_dir, pubkey=None, ledger_path=None)
+    ledger = _load_ledger(ledger_path)
+    _data, bundle = _read_index(run_dir)
+    plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
+    if not any(e.get("kind") in FILE_KINDS and e.get("path") == plan_path and e.get("sha256") == plan_sha
+               for e in ledger.entries):
+        raise VerificationError(
+            f"run {bundle['run_id']}: its plan {plan_path} (sha256 {plan_sha}) is no version {ledger_path} "
+            "records, so no key is trusted for it here"
+        )
+    plan_copy = RunDir(run_dir).plan
+    verdict = check_trust(ledger, ledger_path, bundle, summary.fingerprint,
+                          plan_copy.read_bytes() if plan_copy.is_file() else None, None, bundled_at=None)
+    return replace(summary, trust=verdict.why)

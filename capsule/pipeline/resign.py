@@ -26,8 +26,7 @@ from pathlib import Path
 from capsule.errors import VerificationError
 from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
-from capsule.evidence.trust import check_signer
-from capsule.evidence.verify import verify_run, verify_signed_state
+from capsule.evidence.verify import check_trust, verify_run, verify_signed_state
 from capsule.faults import crash_point
 from capsule.jsonio import read_json_object
 from capsule.locks import hold
@@ -67,8 +66,11 @@ def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -
     signer, key_line = load_signing_key(signing_key)
     fingerprint = fingerprint_of(signer.public_key)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if RunDir(run_dir).plan.is_file() else None
-    check_signer(
-        Ledger.load(ledger_path), summary.plan_path, fingerprint, plan_bytes=plan_bytes,
+    ledger = Ledger.load(ledger_path)
+    bundled = [e["seq"] for e in ledger.run_entries(summary.run_id) if e["kind"] == "bundle"]
+    check_trust(  # the same rule as verify: a key trusted only after the run started does not sign it
+        ledger, ledger_path, read_json_object(RunDir(run_dir).bundle, "bundle.json"),
+        fingerprint, plan_bytes, None, bundled_at=bundled[-1] if bundled else None,
         remedy="--resign signs only with a key the plan trusts: pass one with --key PRIVATE_KEY.pem",
     )
     rendered = render_outputs(run_dir, fingerprint=fingerprint)  # rendered once: compared, then written

@@ -10,13 +10,22 @@ its head hash, kept where the writer of the file cannot quietly change it:
 - a ledger head hash (64 hex digits) published elsewhere: some entry of the ledger must have that
   hash, which (through the chain) fixes every entry up to it.
 
-What this does not anchor: whoever can rewrite the git history (force-push, a new clone) can rewrite
-the ledger with it; signed commits, or a head hash published outside the repository, are the next
-step. `prereg/README.md` says so for users.
+Without `--anchor`, the ledger is checked against every anchor the checkout has: `HEAD`; the
+branch's remote-tracking branch (`@{upstream}` under refs/remotes/, what was last fetched from the
+published repository), which may be ahead of the checkout (a ledger behind the published one is
+not a rewrite) but must agree line for line as far as both go; and a head hash pinned in the
+environment (`CAPSULE_LEDGER_ANCHOR`, kept outside the repository). A history rewritten and
+committed locally still departs from the remote-tracking branch and from a pinned head.
+
+What this does not anchor, offline: whoever can rewrite the published history too (force-push,
+then a fresh clone) can rewrite the ledger with it, and a clone with no remote and no pinned head
+has only its own HEAD. A head hash published outside the repository, or signed commits, are the
+answer; `prereg/README.md` says so for users.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +35,7 @@ from pathlib import Path
 from capsule.errors import BadInputError, VerificationError
 
 DEFAULT_REVISION = "HEAD"
+PIN_ENV = "CAPSULE_LEDGER_ANCHOR"  # a ledger head hash (or git revision) pinned outside the repository
 _HEAD_HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -93,13 +103,87 @@ def compare_with_anchor(ledger_path: Path, current: bytes, anchor: bytes, label:
     return len(anchored)
 
 
+def _upstream(directory: Path) -> str | None:
+    """The checkout's remote-tracking branch (`@{upstream}` when it is under refs/remotes/), else None."""
+    found = _git(directory, "rev-parse", "--symbolic-full-name", "@{upstream}")
+    name = found.stdout.decode("utf-8", "replace").strip()
+    if found.returncode != 0 or not name.startswith("refs/remotes/"):
+        return None
+    return name
+
+
+def _common_lines(current: bytes, other: bytes) -> tuple[int, int]:
+    """(how many leading complete lines the two ledgers share, the first seq where they differ or 0)."""
+    a, b = current.split(b"\n")[:-1], other.split(b"\n")[:-1]
+    for index, (mine, theirs) in enumerate(zip(a, b, strict=False)):
+        if mine != theirs:
+            return index, index + 1
+    return min(len(a), len(b)), 0
+
+
 def check_anchor(ledger_path: Path, current: bytes, hashes: list[str], anchor: str | None) -> AnchorCheck:
     """Check the ledger (its bytes `current`, its entries' `hashes` in order) against `anchor`: a git
-    revision or a 64-hex head hash; None: `HEAD` if the ledger is in a git checkout, else nothing.
+    revision or a 64-hex head hash; None: every anchor the checkout has (`HEAD`, the remote-tracking
+    branch, a head pinned in `CAPSULE_LEDGER_ANCHOR`), nothing outside a git checkout but the pin.
 
     BadInputError (exit 2) for an anchor that names nothing; VerificationError (exit 3) when the
     ledger departs from it.
     """
+    if anchor is not None:
+        return _check_one(ledger_path, current, hashes, anchor)
+    checks = [_check_one(ledger_path, current, hashes, None)]
+    if checks[0].anchored:
+        remote = _upstream(ledger_path.parent)
+        if remote is not None:
+            checks.append(_check_remote(ledger_path, current, remote))
+    pinned = os.environ.get(PIN_ENV, "").strip()
+    if pinned:
+        checks.append(_check_one(ledger_path, current, hashes, pinned))
+    held = [check for check in checks if check.anchored]
+    if not held:
+        return checks[-1]
+    return AnchorCheck(True, "; ".join(check.description for check in held))
+
+
+def _check_remote(ledger_path: Path, current: bytes, remote: str) -> AnchorCheck:
+    """The ledger against its published copy at the remote-tracking branch: it may be behind or ahead,
+    but every line both hold must be the same line."""
+    commit = _commit_of(ledger_path.parent, remote)
+    if commit is None:
+        return AnchorCheck(False, f"not anchored at {remote}: it names no commit")
+    published = _committed_ledger(ledger_path, commit)
+    shared, differs = _common_lines(current, published)
+    label = f"{remote.removeprefix('refs/remotes/')} (commit {commit[:12]})"
+    if differs:
+        raise VerificationError(
+            f"{ledger_path}: seq {differs}: differs from the published ledger at {label} (the history "
+            "was rewritten; the ledger is append-only)"
+        )
+    behind = len(published.split(b"\n")) - 1 - shared
+    note = f", {behind} newer published entries not pulled yet" if behind > 0 else ""
+    return AnchorCheck(True, f"agrees with the published ledger at {label}: {shared} entries{note}")
+
+
+def anchored_entries(ledger_path: Path, current: bytes, hashes: list[str]) -> int:
+    """How many leading entries of the ledger an anchor outside the file fixes: up to the head pinned
+    in `CAPSULE_LEDGER_ANCHOR`, else those shared with the remote-tracking branch, else with `HEAD`;
+    0 outside a git checkout. What `capsule.evidence.trust` asks before honouring a signers entry
+    that vouches for a signature made before it."""
+    pinned = os.environ.get(PIN_ENV, "").strip()
+    if _HEAD_HASH.match(pinned) and pinned in hashes:
+        return hashes.index(pinned) + 1
+    directory = ledger_path.parent
+    if _checkout_problem(directory) is not None:
+        return 0
+    revision = _upstream(directory) or DEFAULT_REVISION
+    commit = _commit_of(directory, revision)
+    if commit is None:
+        return 0
+    return _common_lines(current, _committed_ledger(ledger_path, commit))[0]
+
+
+def _check_one(ledger_path: Path, current: bytes, hashes: list[str], anchor: str | None) -> AnchorCheck:
+    """The ledger against one anchor: a git revision or a head hash; None: `HEAD` in a checkout."""
     directory = ledger_path.parent
     if anchor is not None and _HEAD_HASH.match(anchor) and anchor in hashes:
         seq = hashes.index(anchor) + 1

@@ -89,6 +89,8 @@ class _Chain:
         self.latest: dict[str, str] = {}
         self.plan_records: set[str] = set()  # hashes of the seal / amend entries seen so far
         self.plans: set[str] = set()  # paths recorded as plans (a seal / amend listing companions)
+        self.files: set[str] = set()  # paths whose bytes a seal / amend / redact fixed
+        self.self_amends: dict[str, int] = {}  # companion path -> seq of its amend, until a plan names it
 
     def broken(self, entry: dict[str, Any] | int, what: str) -> VerificationError:
         seq = entry if isinstance(entry, int) else entry.get("seq")
@@ -136,6 +138,12 @@ class _Chain:
             check_relpath(entry["path"])
         except BadInputError as error:
             raise self.broken(number, str(error)) from error
+        if kind in RUN_KINDS and entry["path"] in self.files:
+            raise self.broken(
+                number,
+                f"{kind} entry records {entry['path']}, a sealed file, as a run's envelope (a sealed file "
+                "is re-recorded only by an amend of another path)",
+            )
         if kind != "bundle":
             self.check_extras(number, entry)
 
@@ -154,12 +162,14 @@ class _Chain:
             raise self.broken(
                 number, f"re-seals {path}, already recorded (a sealed file changes only by amend)"
             )
+        if kind == "amend":
+            self.check_amend_target(number, entry)
         if kind == "amend" and latest.get(entry["of"]) != entry["of_sha256"]:
             raise self.broken(
                 number,
                 f"amends {entry['of']} at sha256 {entry['of_sha256']}, which is not its latest recorded hash",
             )
-        if kind == "redact" and latest.get(path) != entry["sealed_sha256"]:
+        if kind == "redact" and (path not in self.files or latest.get(path) != entry["sealed_sha256"]):
             raise self.broken(
                 number,
                 f"redacts {path} from sha256 {entry['sealed_sha256']}, which is not its latest recorded hash",
@@ -177,8 +187,38 @@ class _Chain:
         for companion, digest in (entry.get("companions") or {}).items():
             if latest.get(companion) != digest:
                 raise self.broken(number, f"companion {companion} sha256 {digest} is not its latest record")
+            self.self_amends.pop(companion, None)
         if "companions" in entry:
             self.plans.add(path)
+
+    def check_amend_target(self, number: int, entry: dict[str, Any]) -> None:
+        """An amend records a new file, or (`of` its own path) a plan's changed companion, which the
+        amend of another path that follows must list: a sealed plan, or a file already recorded, is
+        never re-recorded in place."""
+        path = entry["path"]
+        if path != entry["of"]:
+            if path in self.latest:
+                raise self.broken(
+                    number, f"amend records {path}, already recorded (an amendment is a new file)"
+                )
+            return
+        if path in self.plans or path not in self.files:
+            raise self.broken(
+                number,
+                f"amends {path} in place: only a plan's companion is amended in place, and a sealed plan "
+                "is re-recorded only by an amend of another path",
+            )
+        self.self_amends[path] = number
+
+    def check_closed(self) -> None:
+        """Every companion amended in place was named by the amend of its plan that followed."""
+        if self.self_amends:
+            path, seq = min(self.self_amends.items(), key=lambda item: item[1])
+            raise self.broken(
+                seq,
+                f"amends {path} in place, but no amend of a plan that follows lists it as a companion "
+                "(a sealed file is re-recorded only by an amend of another path)",
+            )
 
     def check_extra_types(self, number: int, entry: dict[str, Any]) -> None:
         """Each extra field has its one JSON type (a wrong type is a broken entry, never a traceback)."""
@@ -219,8 +259,11 @@ def verify_links(ledger_path: Path, entries: list[dict[str, Any]]) -> _Chain:
         chain.check_entry(number, entry, prev)
         prev = entry["hash"]
         chain.latest[entry["path"]] = entry["sha256"]
+        if entry["kind"] in FILE_KINDS:
+            chain.files.add(entry["path"])
         if entry["kind"] in PLAN_RECORD_KINDS:
             chain.plan_records.add(entry["hash"])
+    chain.check_closed()
     return chain
 
 

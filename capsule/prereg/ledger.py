@@ -14,6 +14,7 @@ This module owns the file and its queries (load, append, is this plan sealed?); 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import BadInputError, VerificationError
+from capsule.errors import BadInputError, UnavailableError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
 from capsule.jsonio import parse_json_line, read_input_bytes
 from capsule.locks import hold
@@ -50,6 +51,8 @@ __all__ = [
     "verify_ledger",
 ]
 
+Pending = tuple[str, str, str, str, dict[str, Any]]  # (kind, path, sha256, note, extras): one entry to append
+
 DEFAULT_LEDGER = Path("prereg/ledger.jsonl")
 LEDGER_WAIT_S = 30.0  # an append holds the lock for milliseconds, a signing for seconds: wait that long
 
@@ -61,24 +64,33 @@ def utc_now() -> str:
 
 class Ledger:
     """A loaded ledger: its entries, and the root its paths are relative to."""
-    def __init__(self, path: Path, root: Path, entries: list[dict[str, Any]], size: int) -> None:
+    def __init__(
+        self, path: Path, root: Path, entries: list[dict[str, Any]], size: int, torn: int = 0
+    ) -> None:
         self.path, self.root, self.entries, self._size = path, root, entries, size
+        self.torn = torn  # bytes of a torn last line after the entries (an append that never finished)
 
     @classmethod
     def load(cls, path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledger:
         """Read a ledger (an absent file is an empty ledger). Lines that are not JSON objects, or a
-        final line without its newline, raise VerificationError naming the entry's seq."""
+        final line without its newline that parses (an edit), raise VerificationError naming the
+        entry's seq. A final line without its newline that does not parse is a torn append (a full
+        disk, a crash mid-write): it is no entry, is counted in `torn`, and the next `append` cuts it."""
         path = Path(path)
         root = Path(root) if root is not None else path.resolve().parent.parent
         if path.is_dir():
             raise BadInputError(f"{path}: is a directory, not a ledger file; give the path of ledger.jsonl")
         data = read_input_bytes(path, "ledger") if path.exists() else b""
         lines = data.split(b"\n")
+        torn = 0
         if lines[-1]:
-            raise VerificationError(
-                f"{path}: seq {len(lines)}: the last line has no newline "
-                "(torn or edited); the ledger is only ever appended whole lines"
-            )
+            if not _is_torn(lines[-1]):
+                raise VerificationError(
+                    f"{path}: seq {len(lines)}: the last line has no newline "
+                    "(torn or edited); the ledger is only ever appended whole lines"
+                )
+            torn = len(lines[-1])
+            lines[-1] = b""
         entries = []
         for seq, line in enumerate(lines[:-1], start=1):
             try:
@@ -93,7 +105,7 @@ class Ledger:
                     f"{path}: seq {seq}: line {seq} is not in canonical JSON form (its bytes were changed)"
                 )
             entries.append(entry)
-        return cls(path, root, entries, len(data))
+        return cls(path, root, entries, len(data) - torn, torn)
 
     def head(self) -> str:
         """The hash of the last entry, or 64 zeros for an empty ledger."""
@@ -139,7 +151,7 @@ class Ledger:
         """This ledger if its file is unchanged since it was loaded, else the file read afresh (a run
         takes hours, and other plans may have been sealed meanwhile): what to append to."""
         size = self.path.stat().st_size if self.path.exists() else 0
-        return self if size == self._size else type(self).load(self.path, self.root)
+        return self if size == self._size + self.torn else type(self).load(self.path, self.root)
 
     def check_coverage(self, directory: Path) -> None:
         """Every `plan.toml` under `directory` must be in the ledger: one that is not is a draft, or
@@ -191,8 +203,69 @@ class Ledger:
             yield
 
     def append(self, kind: str, path: str, sha256: str, note: str, **extra: Any) -> dict[str, Any]:
-        """Append one entry durably (one write, fsync) under the ledger's lock; never rewrites a line.
-        Refuses if the file changed since this ledger was loaded (someone else appended)."""
+        """Append one entry durably (one write, fsync) under the ledger's lock; see `append_all`."""
+        return self.append_all([(kind, path, sha256, note, extra)])[0]
+
+    def append_all(self, pending: list[Pending]) -> list[dict[str, Any]]:
+        """Append entries chained one after the other as ONE write (fsync) under the ledger's lock, so
+        either all of them are in the ledger or none is (a seal: its companions and the plan). Never
+        rewrites a line; cuts a torn last line first (`load`). Refuses if the file changed since this
+        ledger was loaded (someone else appended); a failed write (a full disk) is cut back and
+        raised as UnavailableError, the ledger as it was."""
+        entries: list[dict[str, Any]] = []
+        head = self.head()
+        for kind, path, sha256, note, extra in pending:
+            entry = self._entry(len(self.entries) + len(entries) + 1, head, kind, path, sha256, note, extra)
+            entries.append(entry)
+            head = entry["hash"]
+        data = b"".join(canonical_json(entry) + b"\n" for entry in entries)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        with self.locked(), open(self.path, "ab") as handle:
+            if os.fstat(handle.fileno()).st_size != self._size + self.torn:
+                raise VerificationError(
+                    f"{self.path}: changed since it was loaded (another append?); reload and try again"
+                )
+            try:
+                if self.torn:
+                    os.ftruncate(handle.fileno(), self._size)  # the torn append is no entry
+                    self.torn = 0
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError as error:
+                self._cut_back(handle)
+                raise UnavailableError(
+                    f"{self.path}: cannot append {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} "
+                    f"({error.strerror or error}); nothing was appended, the ledger is as it was: "
+                    "free space and run the command again"
+                ) from None
+        if created:
+            directory = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        self.entries.extend(entries)
+        self._size += len(data)
+        return entries
+
+    def _cut_back(self, handle: Any) -> None:
+        """After a failed write: cut the file back to its entries (what a partial write left is no
+        entry); where even that fails, the torn line left is cut by the next append."""
+        try:
+            handle.flush()
+        except OSError:
+            pass  # the buffered bytes are lost with the handle: that is the point
+        try:
+            os.ftruncate(handle.fileno(), self._size)
+            os.fsync(handle.fileno())
+        except OSError:
+            self.torn = max(0, os.fstat(handle.fileno()).st_size - self._size)
+
+    def _entry(self, seq: int, prev: str, kind: str, path: str, sha256: str, note: str,
+               extra: dict[str, Any]) -> dict[str, Any]:
+        """One entry at `seq` after `prev`, its fields checked and its hash set."""
         if kind not in KINDS:
             raise BadInputError(f"unknown ledger entry kind {kind!r} (known: {', '.join(KINDS)})")
         if not SHA256_HEX.match(sha256):
@@ -201,36 +274,24 @@ class Ledger:
         if clash:
             raise BadInputError(f"extra fields {sorted(clash)} would overwrite the entry's own fields")
         entry: dict[str, Any] = {
-            "seq": len(self.entries) + 1,
-            "kind": kind,
-            "path": check_relpath(path),
-            "sha256": sha256,
-            "prev": self.head(),
-            "time": utc_now(),
-            "note": note,
-            **extra,
+            "seq": seq, "kind": kind, "path": check_relpath(path), "sha256": sha256, "prev": prev,
+            "time": utc_now(), "note": note, **extra,
         }
         entry["hash"] = entry_hash(entry)
-        line = canonical_json(entry) + b"\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        with self.locked(), open(self.path, "ab") as handle:
-            if os.fstat(handle.fileno()).st_size != self._size:
-                raise VerificationError(
-                    f"{self.path}: changed since it was loaded (another append?); reload and try again"
-                )
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if created:
-            directory = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-        self.entries.append(entry)
-        self._size += len(line)
         return entry
+
+
+def _is_torn(last: bytes) -> bool:
+    """Whether a final line without its newline is a torn append rather than an edit: what a write cut
+    short leaves, the start of an entry's JSON object and no complete JSON value (an entry whose
+    newline was changed or removed still decodes, and is refused as an edit)."""
+    if not last.startswith(b"{"):
+        return False
+    try:
+        json.JSONDecoder().raw_decode(last.decode("utf-8"))
+    except ValueError:  # no complete value, or cut inside a multi-byte character
+        return True
+    return False
 
 
 def verify_ledger(path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledger:

@@ -221,6 +221,21 @@ def parse_toml(text: str, file: str) -> dict[str, Any]:
         raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None
 
 
+def plan_arm_backends(data: bytes, path: Path) -> dict[str, str]:
+    """Each arm's declared backend, by arm name, reading only the [[arms]] tables' `name` and `backend`
+    (what `capsule import` compares a run's sidecars with, to tell a dry run from a real one)."""
+    try:
+        parsed = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise BadInputError(f"{path}: not a UTF-8 TOML plan ({error})") from error
+    arms = parsed.get("arms")
+    tables = arms if isinstance(arms, list) else []
+    return {
+        str(table.get("name")): str(table.get("backend"))
+        for table in tables if isinstance(table, dict)
+    }
+
+
 def _tables(top: Section, key: str, label: str) -> list[Section]:
     value = top.data.get(key, [])
     if not isinstance(value, list):

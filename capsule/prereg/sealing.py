@@ -19,8 +19,9 @@ from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.jsonio import read_input_text
+from capsule.prereg.chain import symlink_on_path
 from capsule.prereg.control_kinds import control_kind
-from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
+from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, Pending
 from capsule.prereg.loader import load_plan, parse_plan, plan_file
 from capsule.prereg.plan import Plan
 
@@ -39,30 +40,46 @@ def companions(plan: Plan) -> list[Path]:
     return sorted(dict.fromkeys(files))
 
 
-def _record_companions(ledger: Ledger, plan: Plan, note: str, amending: bool) -> dict[str, str]:
+def _check_plain(ledger: Ledger, files: list[Path]) -> None:
+    """Every file to seal is a plain file reached through no symlink: the chain re-hashes a sealed
+    file where the ledger says it is and refuses a link there, so sealing one would leave a plan
+    that no command accepts (BadInputError, before anything is appended)."""
+    for file in files:
+        relative = ledger.relative(file)
+        link = symlink_on_path(ledger.root, relative)
+        if link is not None:
+            raise BadInputError(
+                f"{relative}: reached through the symlink {link}; a sealed file must be a plain file "
+                "(copy the target in place of the link, then seal)"
+            )
+        if not (ledger.root / relative).is_file():
+            raise BadInputError(f"{relative}: not a plain file; a sealed file must be one")
+
+
+def _record_companions(
+    ledger: Ledger, plan: Plan, note: str, amending: bool
+) -> tuple[dict[str, str], list[Pending]]:
+    """The companions' digests, and the entries that record those not yet recorded as they are."""
     recorded: dict[str, str] = {}
+    pending: list[Pending] = []
     plan_rel = ledger.relative(Path(plan.path))
     for file in companions(plan):
         relative, digest = ledger.relative(file), sha256_file(file)
         latest = ledger.latest_for(relative)
         if latest is None:
-            ledger.append("seal", relative, digest, f"companion of {plan_rel}: {note}")
+            pending.append(("seal", relative, digest, f"companion of {plan_rel}: {note}", {}))
         elif latest["sha256"] != digest:
             if not amending:
                 raise BadInputError(
                     f"{relative}: sealed at seq {latest['seq']} with other bytes; a sealed file "
                     "changes only through `capsule prereg amend`"
                 )
-            ledger.append(
-                "amend",
-                relative,
-                digest,
-                f"companion of {plan_rel}: {note}",
-                of=relative,
-                of_sha256=latest["sha256"],
-            )
+            pending.append((
+                "amend", relative, digest, f"companion of {plan_rel}: {note}",
+                {"of": relative, "of_sha256": latest["sha256"]},
+            ))
         recorded[relative] = digest
-    return recorded
+    return recorded, pending
 
 
 def _unchanged(ledger: Ledger, relative: str, digest: str, plan: Plan) -> bool:
@@ -85,31 +102,41 @@ def _unchanged(ledger: Ledger, relative: str, digest: str, plan: Plan) -> bool:
 
 
 def seal_plan(path: Path, note: str, ledger_path: Path = DEFAULT_LEDGER) -> list[dict[str, Any]]:
-    """Validate the plan, verify the ledger, and append its seal entries (none if already sealed as is)."""
+    """Validate the plan, verify the ledger, and append its seal entries (none if already sealed as
+    is): the companions' and the plan's entries in one write, decided and written under the ledger's
+    lock, so a seal is all or nothing and two seals at once are one seal and one no-op."""
     plan = load_plan(path)
     if plan.amends:
         raise BadInputError(f"{plan.path}: amends {plan.amends}; seal it with `capsule prereg amend`")
     if not note.strip():
         raise BadInputError("--note must say what is being sealed and why")
-    ledger = Ledger.load(ledger_path)
-    ledger.verify()
-    relative, digest = ledger.relative(Path(plan.path)), sha256_file(Path(plan.path))
-    if _unchanged(ledger, relative, digest, plan):
-        return []
-    start = len(ledger.entries)
-    recorded = _record_companions(ledger, plan, note, amending=False)
-    ledger.append("seal", relative, digest, note, companions=recorded)
-    return ledger.entries[start:]
+    loaded = Ledger.load(ledger_path)
+    with loaded.locked():
+        ledger = loaded.current()
+        ledger.verify()
+        _check_plain(ledger, [Path(plan.path), *companions(plan)])
+        relative, digest = ledger.relative(Path(plan.path)), sha256_file(Path(plan.path))
+        if _unchanged(ledger, relative, digest, plan):
+            return []
+        recorded, pending = _record_companions(ledger, plan, note, amending=False)
+        return ledger.append_all([*pending, ("seal", relative, digest, note, {"companions": recorded})])
 
 
 def amend_plan(
     new_path: Path, old_path: Path, reason: str, ledger_path: Path = DEFAULT_LEDGER
 ) -> list[dict[str, Any]]:
     """Seal `new_path` as an amendment of the sealed plan `old_path`; the new file must name the old
-    one (`amends`) and give the same reason (`amend_reason`)."""
+    one (`amends`) and give the same reason (`amend_reason`). All or nothing, under the ledger's
+    lock, as `seal_plan`."""
     plan = load_plan(new_path)
-    ledger = Ledger.load(ledger_path)
-    ledger.verify()
+    loaded = Ledger.load(ledger_path)
+    with loaded.locked():
+        ledger = loaded.current()
+        ledger.verify()
+        return _amend_locked(ledger, plan, old_path, reason)
+
+
+def _amend_locked(ledger: Ledger, plan: Plan, old_path: Path, reason: str) -> list[dict[str, Any]]:
     new_rel, old_file = ledger.relative(Path(plan.path)), plan_file(Path(old_path))
     old_rel = ledger.relative(old_file)
     if new_rel == old_rel:
@@ -128,13 +155,13 @@ def amend_plan(
     newer = ledger.superseded_by(old_rel)
     if newer is not None and newer["path"] != new_rel:
         raise BadInputError(f"{old_rel}: already amended by {newer['path']} (seq {newer['seq']}); amend that")
+    _check_plain(ledger, [Path(plan.path), *companions(plan)])
     digest = sha256_file(Path(plan.path))
     if _unchanged(ledger, new_rel, digest, plan):
         return []
-    start = len(ledger.entries)
-    recorded = _record_companions(ledger, plan, reason, amending=True)
-    ledger.append("amend", new_rel, digest, reason, of=old_rel, of_sha256=old["sha256"], companions=recorded)
-    return ledger.entries[start:]
+    recorded, pending = _record_companions(ledger, plan, reason, amending=True)
+    extra = {"of": old_rel, "of_sha256": old["sha256"], "companions": recorded}
+    return ledger.append_all([*pending, ("amend", new_rel, digest, reason, extra)])
 
 
 def _offsets(data: bytes, token: bytes) -> list[int]:

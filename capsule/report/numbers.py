@@ -37,6 +37,7 @@ from capsule.errors import BadInputError
 from capsule.jsonio import read_input_text
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.report.document import BLOCKS, ReportInput, load_run, render_block
+from capsule.run_dir import RunDir
 
 OPEN = re.compile(r"<!--\s*capsule:numbers\b(?P<attrs>.*?)-->")
 CLOSE = re.compile(r"<!--\s*/capsule:numbers\s*-->")
@@ -243,17 +244,21 @@ class CheckResult:
     words: int = 0
     #: Files given with no region at all (documentation pages that quote no run), checked for nothing.
     unquoted: tuple[Path, ...] = ()
+    verified: int = 0  # one-run regions' signed runs verified (signature, files, trust)
+    unsigned: tuple[Path, ...] = ()  # one-run regions' runs with no signature: numbers only
 
 
 def _read(path: Path) -> str:
     return read_input_text(path, "document")
 
 
-def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None
-                ) -> CheckResult:
+def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None,
+                verify: Callable[[Path], object] | None = None) -> CheckResult:
     """Check every marked region of `paths` against its run (or `run` for every one-run region): its
     facts one by one, then, where they all match, its words (see the module docstring). A comparison
-    region (against=) is checked against its own two runs, rendered by `comparison`.
+    region (against=) is checked against its own two runs, rendered by `comparison`. `verify`: called
+    once on each one-run region's run that is signed (it raises for a run that does not verify, an
+    untrusted signer among the reasons); a run with no signature is listed in `unsigned`.
 
     Files without a region are allowed beside files with one, so a whole set of pages
     (`README.md docs/*.md`) can be checked as the pages come and go; they are named in the result.
@@ -261,6 +266,8 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
     that passes on nothing (a wrong file name, every marker deleted) must not look like a pass.
     """
     cache: dict[Path, ReportInput] = {}
+    checked: set[Path] = set()
+    unsigned: list[Path] = []
     regions = facts_total = words_total = 0
     drifts: list[Drift | WordDrift] = []
     unquoted: list[Path] = []
@@ -273,6 +280,12 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
                 rendered = _render_comparison_region(region, comparison)
             else:
                 run_dir = region.run_dir(run)
+                if verify is not None and run_dir not in checked:
+                    checked.add(run_dir)
+                    if RunDir(run_dir).envelope.is_file():
+                        verify(run_dir)
+                    else:
+                        unsigned.append(run_dir)
                 data = cache.setdefault(run_dir, load_run(run_dir))
                 rendered = render_block(region.block, data)
             fact_drifts = compare(region, rendered)
@@ -284,7 +297,8 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
     if regions == 0:
         named = ", ".join(str(path) for path in paths)
         raise BadInputError(f"{named}: no <!-- capsule:numbers run=... block=... --> regions to check")
-    return CheckResult(regions, facts_total, drifts, words_total, tuple(unquoted))
+    return CheckResult(regions, facts_total, drifts, words_total, verified=len(checked) - len(unsigned),
+                       unsigned=tuple(unsigned), unquoted=tuple(unquoted))
 
 
 def _render_comparison_region(region: Region, comparison: ComparisonRenderer | None) -> str:

@@ -40,6 +40,10 @@ class Faults:
     key: str | None = None  # require this bearer key
     tokens: int = 6  # tokens per reply before the stop token (capped by max_tokens)
     delay_s: float = 0.0  # pause before each streamed event (a slow server)
+    keepalive_forever: bool = False  # SSE keep-alive comments every 0.2 s, never a reply (a hung engine)
+    raw_event: str | None = None  # this text sent as the first event's data (a garbled field) ...
+    raw_event_next: int = -1  # ... on this many requests (-1: every request)
+    ignore_max_tokens: bool = False  # `tokens` tokens whatever max_tokens says
 
 
 @dataclass
@@ -63,7 +67,7 @@ class FakeOpenAI:
                 self.draws += 1
                 seed = self.draws
         ids = [self.token(prompt_ids, step, seed) for step in range(self.faults.tokens)]
-        return (ids + [0])[:max_tokens]
+        return ids if self.faults.ignore_max_tokens else (ids + [0])[:max_tokens]
 
 
 def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -116,6 +120,8 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 faults.no_choices_next -= 1 if empty else 0
                 scalar = faults.non_object_next > 0
                 faults.non_object_next -= 1 if scalar else 0
+                raw = faults.raw_event if faults.raw_event_next != 0 else None
+                faults.raw_event_next -= 1 if faults.raw_event_next > 0 else 0
             if body.get("model") != MODEL_ID:
                 self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 return
@@ -127,13 +133,31 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 prompt_ids = list(body["prompt"])
             ids = state.reply_ids(prompt_ids, int(body.get("seed", 0)), int(body["max_tokens"]))
-            self._stream(body, prompt_ids, ids, truncate, empty, scalar)
-            if not (truncate or empty or scalar):
+            if state.faults.keepalive_forever:
+                self._trickle()
+                return
+            self._stream(body, prompt_ids, ids, truncate, empty, scalar, raw)
+            if not (truncate or empty or scalar or raw):
                 with state.lock:
                     state.served += 1
 
+        def _trickle(self) -> None:
+            """Headers, then a keep-alive comment every 0.2 s until the client hangs up."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                while True:
+                    self.wfile.write(b": keep-alive\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                return
+
         def _stream(self, body: dict[str, Any], prompt_ids: list[int], ids: list[int], truncate: bool,
-                    empty: bool, scalar: bool = False) -> None:  # fmt: skip
+                    empty: bool, scalar: bool = False, raw: str | None = None) -> None:  # fmt: skip
             chat = "messages" in body
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -141,6 +165,8 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if scalar:
                 self.wfile.write(b"data: 5\n\n")
+            if raw is not None:
+                self.wfile.write(f"data: {raw}\n\n".encode())
             events: list[dict[str, Any]] = []
             if empty:
                 events.append({"model": MODEL_ID, "choices": []})

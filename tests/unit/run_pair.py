@@ -12,15 +12,17 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
 from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
-from capsule.hashing import sha256_file
+from capsule.hashing import sha256_file, sha256_json
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.loader import plan_arm_backends
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = "prereg/smoke-v2"
@@ -53,6 +55,28 @@ def dry_run(root: Path) -> Path:
     assert result.exit_code == 0, result.output + result.stderr
     (run,) = (root / "runs" / "dry-run" / "smoke").iterdir()
     return run
+
+
+def as_if_run_for_real(run: Path) -> Path:
+    """Turn a dry run into the stand-in for a run made for real on another machine (the unit tier
+    runs no model): each arm's sidecar says the backend its plan declares instead of the fake one.
+    The caller signs it again. Without this, `capsule import` refuses it as a dry run."""
+    declared = plan_arm_backends((run / "plan.toml").read_bytes(), run / "plan.toml")
+    for meta_path in sorted((run / "generations").glob("*.meta.json")):
+        meta = json.loads(meta_path.read_text())
+        backend = declared[meta["arm"]["name"]]
+        meta["arm"]["backend"] = meta["backend"]["backend"] = backend
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    return run
+
+
+def set_manifest(run: Path, manifest: dict[str, Any]) -> None:
+    """Give `run` another manifest as the run would have recorded it (bundle.json's manifest_digest
+    with it, which `capsule verify` checks); the caller signs it again."""
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    bundle = json.loads((run / "bundle.json").read_text())
+    bundle["manifest_digest"] = sha256_json(manifest)
+    (run / "bundle.json").write_text(json.dumps(bundle))
 
 
 def sign(run: Path, ledger_path: Path | None, key: SigningKey | None = None) -> None:

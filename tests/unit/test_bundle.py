@@ -27,7 +27,7 @@ from capsule.evidence.signing import (
     generate_signer,
     verify_envelope,
 )
-from capsule.hashing import sha256_bytes, sha256_file
+from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.prereg.ledger import Ledger
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
@@ -69,6 +69,11 @@ def write_run_files(run_dir: Path, rng: random.Random, head: str) -> None:
         path.write_bytes(data)
 
 
+def manifest_digest_of(run_dir: Path) -> str:
+    """The digest `capsule verify` checks the bundle's manifest_digest against (canonical JSON)."""
+    return sha256_json(json.loads((run_dir / "manifest.json").read_bytes()))
+
+
 def build_study(
     tmp_path: Path, *, seal_after_start: bool = False, seed: int = 0, trusted: bool = True
 ) -> Study:
@@ -81,21 +86,27 @@ def build_study(
     ledger_path = tmp_path / "prereg" / "ledger.jsonl"
     ledger = Ledger.load(ledger_path)
     ledger.append("seal", "prereg/other/plan.toml", sha256_bytes(b"other"), "an earlier study")
+    key = generate_signer()
+
+    def trust() -> None:  # the key is trusted before the run starts: a later signers entry would not do
+        if trusted:
+            ledger.append("signers", PLAN_PATH, sha256_bytes(PLAN_BYTES), "the demo key",
+                          fingerprints=[fingerprint_of(key.public_key)])
+
     if seal_after_start:
         head = ledger.head()
         ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
+        trust()
     else:
         ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
+        trust()
         head = ledger.head()
     run_dir = tmp_path / "results" / "demo" / "run-1"
     write_run_files(run_dir, random.Random(seed), head)
-    key = generate_signer()
-    if trusted:
-        ledger.append("signers", PLAN_PATH, sha256_bytes(PLAN_BYTES), "the demo key",
-                      fingerprints=[fingerprint_of(key.public_key)])
     result = make_bundle(
         run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
-        manifest_digest=sha256_file(run_dir / "manifest.json"), ledger_head_at_start=head, key=key,
+        manifest_digest=manifest_digest_of(run_dir),
+        ledger_head_at_start=head, key=key,
         ledger=ledger,
     )
     return Study(run_dir, ledger_path, key, result, head)
@@ -169,6 +180,7 @@ def test_bundle_refuses_symlinks(tmp_path: Path) -> None:
 def test_rebundling_replaces_previous_outputs_and_ignores_them(study: Study) -> None:
     again = make_bundle(
         study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
-        manifest_digest="0" * 64, ledger_head_at_start=study.head_at_start, key=study.key, ledger=None,
+        manifest_digest=manifest_digest_of(study.run_dir), ledger_head_at_start=study.head_at_start,
+        key=study.key, ledger=None,
     )
     assert again.n_files == study.result.n_files and again.ledger_entry is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from run_pair import PLAN, REPO, copy_run, dry_run, edit_row, new_root, sign
+from run_pair import PLAN, REPO, copy_run, dry_run, edit_row, new_root, set_manifest, sign
 
 from capsule.cli import cli
 from capsule.hashing import sha256_file
@@ -22,11 +22,14 @@ ARM = "hf-bf16-b4"
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """A repository root whose ledger records one dry run of the smoke plan (a local run), and a
-    second dry run made in another root (another machine's run, not in this ledger)."""
+    second dry run made in another root (another machine's run, not in this ledger), signed there by
+    the collaborator's key this ledger trusts (an untrusted one is refused: test_forgery)."""
     root = new_root(tmp_path_factory.mktemp("repo"))
     run = dry_run(root)
     sign(run, root / "prereg" / "ledger.jsonl")
-    return root, run, dry_run(new_root(tmp_path_factory.mktemp("elsewhere")))
+    elsewhere = dry_run(new_root(tmp_path_factory.mktemp("elsewhere")))
+    sign(elsewhere, None)
+    return root, run, elsewhere
 
 
 @pytest.fixture
@@ -63,7 +66,7 @@ def test_runs_that_differ_show_identity_divergence_flips_and_causes(pair: tuple[
     ledger, a, b = pair
     manifest = json.loads((b / "manifest.json").read_text())
     manifest["host"]["cpu"]["flags"] = ["avx2", "fma"]  # as if B ran on an AVX2-only CPU
-    (b / "manifest.json").write_text(json.dumps(manifest))
+    set_manifest(b, manifest)
     edit_row(b, ARM)  # B re-signed; not in this ledger: signature and digests only
     result = _compare(ledger, a, b, "--json")
     assert result.exit_code == 0, result.output + result.stderr

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from ledger_rewrite import commit_all, read_entries, write_rechained
+from ledger_rewrite import commit_all, git, read_entries, write_rechained
 from reference_runs import V2_RUN
 
 from capsule.cli import cli
-from capsule.evidence.signing import generate_signer
+from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
+from capsule.hashing import sha256_file
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.signers import add_signers
@@ -143,3 +144,170 @@ def test_a_bundle_copied_onto_another_run_is_refused(repo: Path) -> None:
     result = invoke("verify", str(other.relative_to(repo)))
     assert result.exit_code == 3
     assert f"Error: generations/{ARM}.jsonl: " in result.stderr and "in the bundle" in result.stderr
+
+
+# ---- issue 26, finding 5: forgeries that passed every checker ------------------------------------
+
+V2_PLAN = "prereg/smollm2-135m-v2/plan.toml"
+SMOKE_PLAN = "prereg/smoke/plan.toml"
+
+
+
+def flip_headline_and_resign(repo: Path, key: SigningKey) -> None:
+    """5a's forgery: a response and its score flipped, the run signed again with `key` (a bundle entry
+    appended through the library's own code)."""
+    run = repo / RUN
+    change_a_response_and_its_score(run)
+    sign_again(run, key=key, ledger=Ledger.load(repo / "prereg" / "ledger.jsonl"))
+
+
+def refused_by_every_checker(repo: Path, words: str) -> None:
+    """verify, report --check and check-numbers refuse the run (exit 3) naming `words`."""
+    for args in (("verify", RUN), ("report", RUN, "--check"), ("check-numbers", f"{RUN}/RESULTS.md")):
+        result = invoke(*args)
+        assert result.exit_code == 3, (args, result.output)
+        assert words in result.stderr, (args, result.stderr)
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_5a_a_signer_added_now_cannot_sign_a_run_made_before(repo: Path, committed: bool) -> None:
+    """`prereg signers --add MY_KEY`, then the reference run re-signed with a flipped answer: the key
+    was trusted only after the run started, so no checker accepts it, committed or not."""
+    key = generate_signer()
+    added = invoke("prereg", "signers", "prereg/smollm2-135m-v2", "--add", fingerprint_of(key.public_key),
+                   "--reason", "my key")
+    assert added.exit_code == 0, added.output
+    flip_headline_and_resign(repo, key)
+    if committed:
+        commit_all(repo, "the forged run")
+    assert invoke("prereg", "verify").exit_code == 0  # the chain only grew: the ledger alone is fooled
+    refused_by_every_checker(repo, "only after the run started")
+
+
+def test_5b_history_rewritten_and_committed_departs_from_the_published_ledger(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The forger's key trusted by a signers entry inserted before the run's start, the chain
+    recomputed, the run re-signed, all committed: HEAD agrees, the remote-tracking branch does not,
+    nor does a head pinned in CAPSULE_LEDGER_ANCHOR."""
+    published = tmp_path / "published.git"
+    git(repo, "clone", "-q", "--bare", str(repo), str(published))
+    git(repo, "remote", "add", "origin", str(published))
+    git(repo, "fetch", "-q", "origin")
+    git(repo, "branch", "-q", "--set-upstream-to", f"origin/{git(repo, 'branch', '--show-current')}")
+    ledger = repo / "prereg" / "ledger.jsonl"
+    pinned = Ledger.load(ledger).head()
+    key = generate_signer()
+    entries = read_entries(ledger)
+    run_bundle = min(i for i, e in enumerate(entries) if e.get("run_id") == (repo / RUN).name)
+    trusting = next(e for e in entries if e["kind"] == "signers" and e["path"] == V2_PLAN)
+    forged = {**trusting, "fingerprints": [fingerprint_of(key.public_key)], "note": "a key"}
+    write_rechained(ledger, [*entries[:run_bundle], forged, *entries[run_bundle:]])
+    bundle = json.loads((repo / RUN / BUNDLE).read_text(encoding="utf-8"))
+    bundle["ledger_heads"]["at_start"] = read_entries(ledger)[run_bundle]["hash"]  # after the forged trust
+    (repo / RUN / BUNDLE).write_text(json.dumps(bundle), encoding="utf-8")
+    flip_headline_and_resign(repo, key)
+    commit_all(repo, "history rewritten")
+    verified = invoke("verify", RUN)  # HEAD agrees with the rewrite; the published ledger does not
+    assert verified.exit_code == 3 and "differs from the published ledger at origin/" in verified.stderr
+    result = invoke("prereg", "verify")
+    assert result.exit_code == 3 and "differs from the published ledger at origin/" in result.stderr
+    git(repo, "branch", "-q", "--unset-upstream")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CAPSULE_LEDGER_ANCHOR", pinned)
+        pin = invoke("prereg", "verify")
+        pinned_verify = invoke("verify", RUN)
+    assert pin.exit_code == 3 and f"no entry has the anchor head hash {pinned}" in pin.stderr
+    assert pinned_verify.exit_code == 3 and "no entry has the anchor head hash" in pinned_verify.stderr
+    # the gap prereg/README.md names: with neither a remote nor a pinned head, HEAD is all there is
+    assert invoke("verify", RUN).exit_code == 0
+
+
+def test_5c_a_manifest_changed_and_signed_again_is_refused(repo: Path) -> None:
+    """manifest.json claims an H200; the run is signed again (by its own trusted key, with the facts of
+    its bundle): the signed manifest_digest is not the manifest's."""
+    run = repo / RUN
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    manifest["gpus"] = [{"name": "NVIDIA H200", "memory_total_mib": 143771}]
+    (run / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    sign_again(run, key=generate_signer(), ledger=Ledger.load(repo / "prereg" / "ledger.jsonl"))
+    result = invoke("verify", RUN, "--key", str(run / PUBLIC_KEY))  # even with the signing key pinned
+    assert result.exit_code == 3 and "is not the bundle's manifest_digest" in result.stderr
+
+
+def test_5d_compare_and_check_numbers_apply_the_trust_rule_to_unrecorded_runs(repo: Path) -> None:
+    """A copy of the reference run under a new id, changed, signed by a stranger and not in the ledger:
+    compare (and check-numbers of a comparison region) refuse its key, as verify does."""
+    other = repo / "results" / "smollm2-135m" / "20261201T000000Z-00000000"
+    shutil.copytree(repo / RUN, other)
+    change_a_response_and_its_score(other)
+    bundle = json.loads((other / BUNDLE).read_text(encoding="utf-8"))
+    bundle["run_id"] = other.name
+    (other / BUNDLE).write_text(json.dumps(bundle), encoding="utf-8")
+    sign_again(other, key=generate_signer(), ledger=None)
+    result = invoke("compare", RUN, str(other.relative_to(repo)))
+    assert result.exit_code == 3 and "which is not trusted for plan" in result.stderr
+    written = invoke("compare", RUN, str(other.relative_to(repo)), "--out", "cmp.md")
+    assert written.exit_code == 3 and not Path("cmp.md").exists()
+
+
+@pytest.mark.parametrize("kind", ["bundle", "import", "amend"])
+def test_5e_a_sealed_plan_is_never_re_recorded_but_by_an_amend_of_another_path(repo: Path, kind: str) -> None:
+    """The sealed plan edited, then re-recorded by an appended bundle, import or self-amend entry."""
+    plan = repo / V2_PLAN
+    latest = Ledger.load(repo / "prereg" / "ledger.jsonl").latest_for(V2_PLAN)
+    assert latest is not None
+    plan.write_bytes(plan.read_bytes() + b"# edited after sealing\n")
+    extra: dict[str, object] = {
+        "bundle": {"run_id": "x"},
+        "import": {"run_id": "x", "key_fingerprint": "ab" * 32, "foreign_entry": "cd" * 32, "foreign_seq": 1,
+                   "foreign_start_seq": 1, "seal": latest["hash"]},
+        "amend": {"of": V2_PLAN, "of_sha256": latest["sha256"]},
+    }[kind]
+    ledger = Ledger.load(repo / "prereg" / "ledger.jsonl")
+    ledger.append(kind, V2_PLAN, sha256_file(plan), "re-record", **extra)
+    result = invoke("prereg", "verify")
+    assert result.exit_code == 3
+    assert "re-recorded only by an amend of another path" in result.stderr, result.stderr
+
+
+def test_5f_a_dry_run_is_never_imported(repo: Path, tmp_path: Path) -> None:
+    """A fake-backend dry run of the superseded smoke plan, made on a ledger forked before its
+    amendment and signed there by a key both ledgers trust for it: import refuses it as a dry run."""
+    fork = tmp_path / "fork"
+    shutil.copytree(repo / "prereg", fork / "prereg")
+    fork_ledger = fork / "prereg" / "ledger.jsonl"
+    entries = read_entries(fork_ledger)
+    cut = next(i for i, e in enumerate(entries) if e["kind"] == "amend" and e["of"] == SMOKE_PLAN)
+    write_rechained(fork_ledger, [e for e in entries[:cut] if e["kind"] != "bundle"])
+    key = generate_signer()
+    for root, ledger in ((fork, fork_ledger), (repo, repo / "prereg" / "ledger.jsonl")):
+        add_signers(root / "prereg" / "smoke", [fingerprint_of(key.public_key)], "a key", ledger)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(fork)
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path / "fork-config"))
+        made = invoke("reproduce", "--no-progress", "--plan", "prereg/smoke", "--dry-run")
+    assert made.exit_code == 0, made.output
+    (dry,) = (fork / "runs" / "dry-run").glob("*/*")
+    sign_again(dry, key=key, ledger=Ledger.load(fork_ledger))
+    target = repo / "results" / "smoke" / dry.name
+    shutil.copytree(dry, target)
+    before = (repo / "prereg" / "ledger.jsonl").read_bytes()
+    result = invoke("import", str(target.relative_to(repo)), "--ledger", str(fork_ledger))
+    assert result.exit_code == 2 and "a dry run (random tokens) is never imported" in result.stderr
+    assert (repo / "prereg" / "ledger.jsonl").read_bytes() == before
+
+
+def test_5g_text_from_entries_is_printed_escaped(repo: Path) -> None:
+    """The signers note that trusts the v2 run's key rewritten with a CR and ANSI escapes (committed,
+    so the anchor agrees): verify's line prints it escaped, never raw."""
+    ledger = repo / "prereg" / "ledger.jsonl"
+    entries = read_entries(ledger)
+    trusting = next(e for e in entries if e["kind"] == "signers" and e["path"] == V2_PLAN)
+    trusting["note"] = "ok\r\x1b[2K\x1b[32mverified by the authors\x1b[0m"
+    write_rechained(ledger, entries)
+    commit_all(repo, "a note that rewrites the terminal line")
+    result = invoke("verify", RUN)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\r" not in result.output
+    assert "ok\\r\\x1b[2K\\x1b[32mverified by the authors" in result.output

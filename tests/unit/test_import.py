@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from ledger_rewrite import write_rechained
-from run_pair import copy_run, dry_run, new_root, sign
+from run_pair import as_if_run_for_real, copy_run, dry_run, new_root, sign
 
 from capsule.cli import cli
 from capsule.evidence.signing import fingerprint_of, generate_signer
@@ -34,7 +34,7 @@ def elsewhere(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     chained in its ledger. Returns (its ledger, its run)."""
     root = new_root(tmp_path_factory.mktemp("theirs"))
     _local_entry(root, "theirs")
-    run = dry_run(root)
+    run = as_if_run_for_real(dry_run(root))
     sign(run, root / LEDGER)
     return root / LEDGER, run
 

@@ -37,10 +37,11 @@ def test_empty_ledger(repo: Path) -> None:
 
 def test_append_links_and_hashes(repo: Path) -> None:
     (repo / "a.txt").write_text("alpha")
+    (repo / "b.txt").write_text("beta")  # a bundle records another file: a sealed one only by amend
     ledger = Ledger.load(ledger_path(repo))
     first = ledger.append("seal", "a.txt", sha256_file(repo / "a.txt"), "first")
     second = ledger.append(
-        "bundle", "a.txt", sha256_file(repo / "a.txt"), "second", ledger_head=first["hash"]
+        "bundle", "b.txt", sha256_file(repo / "b.txt"), "second", ledger_head=first["hash"]
     )
     assert first["prev"] == GENESIS and second["prev"] == first["hash"]
     assert second["hash"] == entry_hash(second) and second["seq"] == 2

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study
+from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study, manifest_digest_of
 
 from capsule.errors import VerificationError
 from capsule.evidence import verify as verify_module
@@ -97,7 +97,8 @@ def _resign_with_attacker_key(study: Study) -> str:
     (study.run_dir / "RESULTS.md").write_text("# Results\n\nprompt-level strict: 2/2\n")
     result = make_bundle(
         study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
-        manifest_digest="0" * 64, ledger_head_at_start=study.head_at_start, key=generate_signer(),
+        manifest_digest=manifest_digest_of(study.run_dir), ledger_head_at_start=study.head_at_start,
+        key=generate_signer(),
         ledger=None,
     )
     return result.fingerprint
@@ -202,14 +203,16 @@ def test_symlinks_rejected_before_any_file_is_read(
 
 
 def test_plan_sealed_after_run_start_fails(tmp_path: Path) -> None:
+    """The key pinned (a key trusted only after the start is refused before this: see test_forgery)."""
     forged = build_study(tmp_path, seal_after_start=True)
     with pytest.raises(VerificationError, match="not sealed before the run started"):
-        _verify(forged)
+        _verify(forged, pubkey=forged.run_dir / PUBLIC_KEY)
 
 
 def _rebundle(study: Study, plan_sha256: str) -> None:
     make_bundle(study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=plan_sha256,
-                manifest_digest="0" * 64, ledger_head_at_start=study.head_at_start, key=study.key,
+                manifest_digest=manifest_digest_of(study.run_dir), ledger_head_at_start=study.head_at_start,
+                key=study.key,
                 ledger=Ledger.load(study.ledger_path))
 
 

@@ -157,7 +157,7 @@ class ServerBackend:
         sent_at = time.time()
         try:
             reply = stream_reply(self.client, self.endpoint.base_url + API_PATHS[self.api], body,
-                                 self.endpoint.headers)  # fmt: skip
+                                 self.endpoint.headers, float(self.options["request_timeout_s"]))  # type: ignore[arg-type]
         finally:
             with self._lock:
                 self._in_flight -= 1

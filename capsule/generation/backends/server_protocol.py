@@ -15,6 +15,7 @@ short, no choices) or not (wrong key, wrong model id, a refused body); it is nev
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -94,30 +95,84 @@ def chat_body(model: str, text: str, sampling: dict[str, Any], thinking: bool | 
     return body
 
 
+def _ids(value: Any, field: str) -> list[int]:
+    """A list of token ids (JSON integers, not booleans, not negative), else a retryable failure."""
+    if not isinstance(value, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value
+    ):
+        raise RequestFailed(f"malformed event: {field} {str(value)[:60]!r} is not a list of token ids", True)
+    return list(value)
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    """The usage object: token counts that are non-negative JSON integers."""
+    if not isinstance(value, dict) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0
+        for key, n in value.items() if key.endswith("_tokens")
+    ):
+        raise RequestFailed(f"malformed event: usage {str(value)[:60]!r} is not an object of counts", True)
+    return dict(value)
+
+
 def _chunk(reply: Reply, payload: dict[str, Any]) -> None:
-    """Fold one streamed chunk into `reply`."""
-    reply.model = payload.get("model", reply.model)
+    """Fold one streamed chunk into `reply`, every field's type checked first: a field of the wrong
+    type is a retryable `RequestFailed` (a garbled reply), never a TypeError."""
+    model = payload.get("model", reply.model)
+    if model is not None and not isinstance(model, str):
+        raise RequestFailed(f"malformed event: model {str(model)[:60]!r} is not a string", True)
+    reply.model = model
     if payload.get("prompt_token_ids") is not None:  # chat: the first chunk carries them
-        reply.prompt_token_ids = [int(t) for t in payload["prompt_token_ids"]]
+        reply.prompt_token_ids = _ids(payload["prompt_token_ids"], "prompt_token_ids")
     if payload.get("usage"):
-        reply.usage = dict(payload["usage"])
-    for choice in payload.get("choices") or []:
+        reply.usage = _usage(payload["usage"])
+    choices = payload.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(choice, dict) for choice in choices):
+        raise RequestFailed(f"malformed event: choices {str(choices)[:60]!r} is not a list of objects", True)
+    for choice in choices:
         if choice.get("prompt_token_ids") is not None:  # completions: in the choice
-            reply.prompt_token_ids = [int(t) for t in choice["prompt_token_ids"]]
+            reply.prompt_token_ids = _ids(choice["prompt_token_ids"], "prompt_token_ids")
         ids = choice.get("token_ids")
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            raise RequestFailed(f"malformed event: delta {str(delta)[:60]!r} is not an object", True)
         if ids:
+            ids = _ids(ids, "token_ids")
             if reply.first_token_at is None:
                 reply.first_token_at = time.time()
-            reply.token_ids.extend(int(t) for t in ids)
-        elif (choice.get("text") or (choice.get("delta") or {}).get("content")) and ids is None:
+            reply.token_ids.extend(ids)
+        elif (choice.get("text") or (delta or {}).get("content")) and ids is None:
             raise RequestFailed(
                 "the reply carries text but no token_ids; the server backend needs an endpoint that "
                 "honours return_token_ids (vLLM >= 0.10)",
                 retryable=False,
             )
-        if choice.get("finish_reason") is not None:
-            reply.finish_reason = str(choice["finish_reason"])
+        elif ids is not None and not isinstance(ids, list):
+            raise RequestFailed(f"malformed event: token_ids {str(ids)[:60]!r} is not a list", True)
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            if not isinstance(finish, str):
+                raise RequestFailed(f"malformed event: finish_reason {str(finish)[:60]!r}", True)
+            reply.finish_reason = finish
             reply.stop_reason = choice.get("stop_reason")
+
+
+def _check_counts(reply: Reply, url: str, max_tokens: int) -> None:
+    """The reply's counts must agree with the request and with themselves: never more tokens than
+    `max_tokens` (a server that ignores it is refused, not retried), and usage's completion_tokens,
+    where given, equal to the ids received."""
+    if len(reply.token_ids) > max_tokens:
+        raise RequestFailed(
+            f"{url}: the reply has {len(reply.token_ids)} tokens against max_tokens {max_tokens}; the "
+            "endpoint does not honour max_tokens, so its replies are not the plan's",
+            retryable=False,
+        )
+    completion = (reply.usage or {}).get("completion_tokens")
+    if completion is not None and completion != len(reply.token_ids):
+        raise RequestFailed(
+            f"{url}: usage says {completion} completion tokens, the stream carried "
+            f"{len(reply.token_ids)} token ids (tokens were lost or duplicated)",
+            retryable=True,
+        )
 
 
 def _status_failure(response: httpx.Response, url: str) -> RequestFailed:
@@ -136,22 +191,37 @@ def _status_failure(response: httpx.Response, url: str) -> RequestFailed:
     return RequestFailed(f"{url}: HTTP {code}: {detail}", retryable=True)
 
 
-def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str],
+                 timeout_s: float | None = None) -> Reply:
     """POST `body` to `url` and read the whole event stream into a Reply; RequestFailed otherwise.
 
     A stream must end with `data: [DONE]` after a chunk that gives the finish reason, or it counts as
     truncated; a reply with no choices at all, or that ended for another reason ("abort"), fails too.
+    `timeout_s` bounds the whole request, not one read: a server that trickles keep-alive lines is
+    cut off when it runs out (a watchdog closes the stream), a retryable failure.
     """
     import httpx
 
     reply = Reply()
     done = False
     saw_choice = False
+    expired = threading.Event()
+    timer: threading.Timer | None = None
     try:
         with client.stream("POST", url, json=body, headers=headers) as response:
+            if timeout_s is not None:
+                def expire() -> None:
+                    expired.set()
+                    response.close()  # unblocks the read in progress
+
+                timer = threading.Timer(timeout_s, expire)
+                timer.daemon = True
+                timer.start()
             if response.status_code != 200:
                 raise _status_failure(response, url)
             for line in response.iter_lines():
+                if expired.is_set():
+                    break
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -160,20 +230,35 @@ def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: 
                     break
                 try:
                     payload = json.loads(data)
-                except json.JSONDecodeError as error:
+                except (json.JSONDecodeError, RecursionError) as error:
                     raise RequestFailed(f"{url}: malformed event {data[:80]!r} ({error})", True) from error
                 if not isinstance(payload, dict):
                     raise RequestFailed(f"{url}: malformed event {data[:80]!r} (not a JSON object)", True)
                 if "error" in payload and not payload.get("choices"):
                     raise RequestFailed(f"{url}: the server reported {payload['error']}", retryable=True)
+                try:
+                    _chunk(reply, payload)
+                except RequestFailed as failure:
+                    raise RequestFailed(f"{url}: {failure}", failure.retryable) from None
                 saw_choice = saw_choice or bool(payload.get("choices"))
-                _chunk(reply, payload)
-    except (httpx.TransportError, httpx.StreamError) as error:
-        raise RequestFailed(f"{url}: {type(error).__name__}: {error or 'connection lost'}", True) from error
+    except RequestFailed:
+        raise
+    except Exception as error:
+        if not expired.is_set():  # a stream closed by the watchdog fails however httpx reports it
+            if not isinstance(error, (httpx.TransportError, httpx.StreamError)):
+                raise
+            lost = error or "connection lost"
+            raise RequestFailed(f"{url}: {type(error).__name__}: {lost}", True) from error
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if expired.is_set():
+        raise RequestFailed(f"{url}: no complete reply within request_timeout_s = {timeout_s:g} s", True)
     if not saw_choice:
         raise RequestFailed(f"{url}: the reply held no choices", retryable=True)
     if not done or reply.finish_reason is None:
         raise RequestFailed(f"{url}: the stream ended before the reply finished (truncated)", True)
     if reply.finish_reason not in ("stop", "length"):
         raise RequestFailed(f"{url}: the request ended with finish_reason {reply.finish_reason!r}", True)
+    _check_counts(reply, url, int(body["max_tokens"]))
     return reply

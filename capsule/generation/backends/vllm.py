@@ -30,6 +30,7 @@ from capsule.generation.backends import (
 )
 from capsule.generation.backends.arm_env import ArmEnv, engine_arguments, usage_stats_env
 from capsule.generation.backends.checkpoint import resolve_loader
+from capsule.generation.backends.reaper import start_reaper, stop_reaper
 from capsule.generation.backends.startup_log import StderrTee
 from capsule.generation.chat import stop_token_ids
 from capsule.generation.refusals import BackendRefusedError
@@ -110,6 +111,7 @@ class VLLMBackend:
             logging.getLogger("vllm").setLevel(level)
 
         kwargs: dict[str, Any] = {k: v for k, v in engine_arguments(self.options).items() if v is not None}
+        self._reaper = start_reaper()  # the engine processes vLLM spawns die with the capsule
         try:
             with StderrTee():  # the engine process's start-up errors, for `refusals` to read
                 self.llm: Any = vllm.LLM(
@@ -122,6 +124,7 @@ class VLLMBackend:
                 )
         except Exception as error:
             self._env.restore()
+            stop_reaper(self._reaper)
             if isinstance(error, ValueError | RuntimeError | MemoryError) and "memory" in str(error).lower():
                 raise BackendOutOfMemoryError(
                     f"vLLM out of memory building the engine with max_num_seqs={arm.batch_size} ({error}); "
@@ -234,4 +237,7 @@ class VLLMBackend:
                 self.llm = None
                 del llm
                 gc.collect()
+        reaper = getattr(self, "_reaper", None)
+        if reaper is not None:
+            stop_reaper(reaper)
         self._env.restore()
