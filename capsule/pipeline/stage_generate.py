@@ -2,7 +2,9 @@
 
 Arms run in plan order; one loaded backend serves consecutive arms whose reuse key matches, so a
 plan of several batch sizes loads the model once. A dry run puts every arm on the fake backend and
-tokenizer, which walks the whole pipeline in seconds with no model.
+tokenizer, which walks the whole pipeline in seconds with no model. A rehearsal
+(`capsule.pipeline.rehearsal`) runs each arm shrunk, on its first few keys, on the real backend with
+a stand-in model directory and loader.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, load_b
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.jsonio import read_json_object
 from capsule.pipeline.opening import OpenRun, Say
+from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt
@@ -54,13 +57,14 @@ def _model_path(model_dir: Path | None) -> Path:
 
 def generate_all(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say,
-    endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV,
+    endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV, rehearsal: Rehearsal | None = None,
 ) -> None:
     """Generate every arm in plan order, reusing one loaded backend across arms that allow it.
-    `endpoint` / `key_env`: server arms use that endpoint instead of launching a server."""
+    `endpoint` / `key_env`: server arms use that endpoint instead of launching a server.
+    `rehearsal`: each arm shrunk, on its stand-in model (`Rehearsal.arm`, `.keys`, `.model`)."""
     context = BackendContext(run.dir, endpoint, key_env)
     arms = [
-        dry_run_arm(arm) if dry_run else arm for arm in plan.arms
+        dry_run_arm(arm) if dry_run else rehearsal.arm(arm) if rehearsal else arm for arm in plan.arms
     ]
     tokenizer, model_dir = None, inputs.model_dir
     if dry_run:
@@ -69,6 +73,10 @@ def generate_all(
     try:
         for arm in arms:
             keys = arm_keys(plan, arm, inputs.prompts)
+            loader = plan.model.loader
+            if rehearsal is not None:
+                keys = rehearsal.keys(keys)
+                model_dir, loader = rehearsal.model(arm)
             key = reuse_key(arm)
             if loaded is None or loaded[0] != key:
                 if loaded is not None:
@@ -77,7 +85,7 @@ def generate_all(
                 if not arm_done(run.dir, arm.name):
                     say(f"loading backend {arm.backend} for arm {arm.name}")
                     model = _model_path(model_dir)
-                    loaded = (key, load_backend(arm.backend, model, arm, plan.model.loader, context))
+                    loaded = (key, load_backend(arm.backend, model, arm, loader, context))
             result = generate_arm(
                 arm,
                 prompts=inputs.prompts,
@@ -89,7 +97,7 @@ def generate_all(
                 backend=loaded[1] if loaded else None,
                 progress=progress,
                 tokenizer=tokenizer,
-                loader=plan.model.loader,
+                loader=loader,
                 endpoint=endpoint,
                 key_env=key_env,
             )
