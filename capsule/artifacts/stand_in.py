@@ -3,7 +3,9 @@
 `capsule reproduce --rehearse` runs a GPU plan on this CPU with a model of the plan's own architecture
 class (`capsule.artifacts.stand_in_shapes`): its config shrunk to a few layers (one of each layer
 type) and a small width, random weights from a fixed seed, and the embedded model's tokenizer (the
-vocabulary size follows it, so every id the tokenizer makes is one the model embeds). The chat
+vocabulary size follows it, so every id the tokenizer makes is one the model embeds), under the
+tokenizer class the plan's architecture gets (`StandInSpec.tokenizer_class`, in every directory, so
+the vLLM substitute renders the same ids). The chat
 template is the embedded model's ChatML with the thinking switch Qwen-style templates have
 (`STAND_IN_CHAT_TEMPLATE`): the plan's own template is not here, and its thinking arms need one.
 
@@ -38,7 +40,8 @@ from capsule.prereg.plan import Model
 
 STAND_IN_KIND = "rehearsal-stand-in"  # capsule-model.json `source.kind` of a stand-in directory
 STAND_INS_DIRNAME = "stand-ins"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # copied from the embedded model
+TOKENIZER_FILE = "tokenizer.json"  # copied from the embedded model
+TOKENIZER_CONFIG = "tokenizer_config.json"  # the embedded model's, naming the spec's tokenizer class
 # ChatML as the embedded template renders it, plus the switch Qwen-style templates read: thinking
 # off closes an empty reasoning block; on (or unset, as a chat request leaves it) opens the answer.
 STAND_IN_CHAT_TEMPLATE = (
@@ -122,6 +125,7 @@ def _digest(spec: StandInSpec, shape: ArchitectureShape, embedded_digest: str) -
 
     return sha256_json({
         "shape": asdict(shape), "seed": spec.seed, "template": STAND_IN_CHAT_TEMPLATE,
+        "tokenizer_class": spec.tokenizer_class,
         "tokenizer_tree": embedded_digest, "torch": torch.__version__,
         "transformers": transformers.__version__,
     })[:16]
@@ -140,8 +144,9 @@ def _write(shape: ArchitectureShape, spec: StandInSpec, embedded: Path, out: Pat
     torch.manual_seed(spec.seed)
     model = auto.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(str(out))
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(embedded / name, out / name)
+    shutil.copyfile(embedded / TOKENIZER_FILE, out / TOKENIZER_FILE)
+    tokenizer_config = read_json_object(embedded / TOKENIZER_CONFIG, "embedded tokenizer_config.json")
+    write_json_atomic(out / TOKENIZER_CONFIG, {**tokenizer_config, "tokenizer_class": spec.tokenizer_class})
     write_text_atomic(out / "chat_template.jinja", STAND_IN_CHAT_TEMPLATE)
     generation = {key: tokens[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id")}
     write_json_atomic(out / "generation_config.json", generation)

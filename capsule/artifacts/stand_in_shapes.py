@@ -115,13 +115,15 @@ VLLM_SUBSTITUTE_WHY = (
 @dataclass(frozen=True)
 class StandInSpec:
     """The stand-in for one plan model: its shape, the substitute the vLLM backends run (None: the
-    same shape) and why, and where the shape's facts came from."""
+    same shape) and why, where the shape's facts came from, and the tokenizer class every stand-in
+    directory names, so the substitute renders the very ids the plan's architecture does."""
 
     model: str  # the plan's [model] repo (or name)
     shape: ArchitectureShape
     vllm_shape: ArchitectureShape | None
     vllm_why: str
     config_source: str
+    tokenizer_class: str
     seed: int = STAND_IN_SEED
 
 
@@ -136,6 +138,10 @@ STAND_INS: dict[str, StandInSpec] = {
             "transformers 5.19's Qwen3.5 defaults (configuration_qwen3_5.py), shrunk: the real config.json "
             "of InternScience/Agents-A1-4B is not available offline"
         ),
+        # what transformers 5.19's AutoTokenizer makes of a qwen3_5 checkpoint whatever its
+        # tokenizer_config names: a class that rebuilds the pre-tokenizer (its own regex, NFC), so the
+        # same tokenizer.json gives other ids under another model type (a qwen3_next substitute)
+        tokenizer_class="Qwen3_5Tokenizer",
     ),
 }
 

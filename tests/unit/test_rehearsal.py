@@ -77,6 +77,29 @@ def test_stand_in_loads_with_the_plans_loader_and_generates_and_its_template_swi
     assert out.shape == (1, len(on) + 4)
 
 
+def test_the_substitute_renders_the_ids_the_plans_architecture_renders(
+    stand_in: StandIn, tmp_path: Path
+) -> None:
+    """A qwen3_5 checkpoint gets transformers' Qwen3_5Tokenizer, whose own pre-tokenizer splits
+    whitespace differently from tokenizer.json's: without the declared class in every stand-in, the
+    Qwen3-Next substitute's arms received other input ids than the transformers arms."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from capsule.generation.chat import load_chat_tokenizer
+
+    plain = tmp_path / "plain"  # the plan architecture's directory with the embedded tokenizer_config
+    shutil.copytree(stand_in.model_dir, plain)
+    embedded, _ = fetch_model()
+    shutil.copyfile(embedded / "tokenizer_config.json", plain / "tokenizer_config.json")
+    assert type(AutoTokenizer.from_pretrained(str(plain))).__name__ == SPEC.tokenizer_class
+    ours, substitute = load_chat_tokenizer(stand_in.model_dir), load_chat_tokenizer(stand_in.vllm_dir)
+    for text in ("a  b\n\nc", "List 3 items.\n\n* one\n* two"):
+        for thinking in ("on", "off"):
+            assert ours.render(text, thinking) == substitute.render(text, thinking)
+
+
 def test_stand_in_is_built_once_and_byte_identical_from_its_seed(stand_in: StandIn, tmp_path: Path) -> None:
     again = build_stand_in(SPEC, stand_in.model_dir.parent)  # cached: the same directories
     assert again.model_dir == stand_in.model_dir and again.vllm_dir == stand_in.vllm_dir
