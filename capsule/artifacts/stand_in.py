@@ -31,7 +31,7 @@ from capsule.artifacts.embedded_model import (
     tree_digest,
     verify_model_dir,
 )
-from capsule.artifacts.stand_in_shapes import STAND_INS, ArchitectureShape, StandInSpec
+from capsule.artifacts.stand_in_shapes import STAND_INS, VLLM_BACKENDS, ArchitectureShape, StandInSpec
 from capsule.atomic import write_json_atomic, write_text_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_json
@@ -125,10 +125,18 @@ def _digest(spec: StandInSpec, shape: ArchitectureShape, embedded_digest: str) -
 
     return sha256_json({
         "shape": asdict(shape), "seed": spec.seed, "template": STAND_IN_CHAT_TEMPLATE,
-        "tokenizer_class": spec.tokenizer_class,
+        "tokenizer_class": spec.tokenizer_class, "substitute": _substitute(spec, shape),
         "tokenizer_tree": embedded_digest, "torch": torch.__version__,
         "transformers": transformers.__version__,
     })[:16]
+
+
+def _substitute(spec: StandInSpec, shape: ArchitectureShape) -> dict[str, str] | None:
+    """For the plan architecture's directory: the substitute the vLLM backends run instead, and why."""
+    if spec.vllm_shape is None or shape != spec.shape:
+        return None
+    return {"architecture": spec.vllm_shape.architecture, "backends": ", ".join(VLLM_BACKENDS),
+            "why": spec.vllm_why}
 
 
 def _write(shape: ArchitectureShape, spec: StandInSpec, embedded: Path, out: Path) -> None:
@@ -162,6 +170,7 @@ def _write(shape: ArchitectureShape, spec: StandInSpec, embedded: Path, out: Pat
                 "a rehearsal model, its outputs are noise"
             ),
             "config_source": spec.config_source,
+            "vllm_substitute": _substitute(spec, shape),
         },
         "files": files,
         "tree_digest": tree_digest(files),
@@ -195,6 +204,18 @@ def build_stand_in(spec: StandInSpec, root: Path | None = None) -> StandIn:
     model_dir = _built(spec.shape, spec, embedded, base)
     vllm_dir = _built(spec.vllm_shape, spec, embedded, base) if spec.vllm_shape else model_dir
     return StandIn(spec, model_dir, vllm_dir)
+
+
+def substitution_note(model_record: Any) -> str:
+    """One sentence on the substitute a stand-in's vLLM backends ran on ("" when there was none)."""
+    source = model_record.get("source") if isinstance(model_record, dict) else None
+    substitute = source.get("vllm_substitute") if isinstance(source, dict) else None
+    if not isinstance(substitute, dict):
+        return ""
+    return (
+        f"The {substitute.get('backends')} arms ran on a {substitute.get('architecture')} stand-in "
+        f"instead: {substitute.get('why')}."
+    )
 
 
 def is_stand_in(model_record: Any) -> bool:

@@ -137,6 +137,8 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     if rehearsal is not None:
         say(f"REHEARSAL: stand-in {rehearsal.stand_in.model_dir.name} (vLLM backends: "
             f"{rehearsal.stand_in.vllm_dir.name}); not recorded in the ledger")
+        if rehearsal.stand_in.spec.vllm_shape is not None:
+            say(f"REHEARSAL substitution: {rehearsal.stand_in.spec.vllm_why}")
         model_dir: Path | None = rehearsal.stand_in.model_dir
     else:
         model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)

@@ -52,6 +52,8 @@ def test_stand_in_is_the_plans_architecture_shrunk_keeping_one_layer_of_each_typ
     substitute = _config(stand_in.vllm_dir)
     assert substitute["architectures"] == ["Qwen3NextForCausalLM"]
     assert sorted(set(substitute["layer_types"])) == ["full_attention", "linear_attention"]
+    substitution = verify_model_dir(stand_in.model_dir)["source"]["vllm_substitute"]
+    assert substitution["architecture"] == "Qwen3NextForCausalLM" and "torchvision" in substitution["why"]
     for directory in (stand_in.model_dir, stand_in.vllm_dir):
         record = verify_model_dir(directory)  # every file recorded and matching
         assert record["source"]["kind"] == STAND_IN_KIND
@@ -138,11 +140,14 @@ def test_rehearsal_shrinks_every_arm_and_puts_the_vllm_backends_on_the_substitut
     assert rehearsal.keys(list(range(541))) == [0, 1]
 
 
-def test_report_of_a_rehearsal_says_so_first() -> None:
-    manifest = {"model": {"name": "stand-in", "source": {"kind": STAND_IN_KIND}}}
+def test_report_of_a_rehearsal_says_so_first_and_names_the_substitute(stand_in: StandIn) -> None:
+    from capsule.machine.manifest import model_fingerprint
+
+    manifest = {"model": model_fingerprint(stand_in.model_dir)}  # what a rehearsal's manifest records
     note = fake_data_note(None, manifest)  # type: ignore[arg-type]  # the manifest decides, first
     assert note is not None and note.startswith("**REHEARSAL: STAND-IN MODEL.**")
     assert "not recorded in the ledger" in note
+    assert "The vllm, server arms ran on a Qwen3NextForCausalLM stand-in instead" in note
 
 
 def _reproduce(*args: str) -> Result:
