@@ -51,7 +51,10 @@ def test_gpu_plan_rehearses_end_to_end(repo_root: Path, tmp_path: Path, monkeypa
     (run,) = (tmp_path / "runs" / "rehearsal" / plan.name).iterdir()
     generations = run / "generations"
     refused = {p.name.split(".")[0] for p in generations.glob("*.refused.json")}
-    assert refused == {arm.name for arm in plan.arms if arm.env.get("VLLM_BATCH_INVARIANT") == "1"}
+    # refused here: the batch-invariant arms (vLLM-CPU) and an arm pinned to a CUDA device (none here)
+    invariant = {arm.name for arm in plan.arms if arm.env.get("VLLM_BATCH_INVARIANT") == "1"}
+    on_cuda = {arm.name for arm in plan.arms if str(arm.backend_options.get("device", "")).startswith("cuda")}
+    assert invariant and refused == invariant | on_cuda
     timings = {}
     for arm in plan.arms:
         if arm.name in refused:
