@@ -95,6 +95,11 @@ def reproduce(
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
     if dry_run and rehearse:
         raise click.UsageError("--dry-run and --rehearse exclude each other: choose one")
+    if rehearse and (model_dir is not None or endpoint is not None):
+        raise click.UsageError(
+            "--rehearse runs its own stand-in model on backends it launches: "
+            "leave out --model-dir and --endpoint"
+        )
     if results_root is None:
         results_root = DRY_RUN_ROOT if dry_run else REHEARSAL_ROOT if rehearse else RESULTS_ROOT
     options = ReproduceOptions(

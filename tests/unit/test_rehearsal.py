@@ -182,6 +182,12 @@ def test_rehearsal_root_outside_results_is_allowed(tmp_path: Path) -> None:
     check_rehearsal_root(tmp_path / "results-elsewhere", tmp_path)
 
 
-def test_rehearse_and_dry_run_exclude_each_other(repo_copy: Path) -> None:
-    result = _reproduce("--plan", "prereg/agents-a1-4b-v2", "--dry-run")
-    assert result.exit_code == 2 and "exclude each other" in result.output
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [(["--dry-run"], "exclude each other"), (["--model-dir", "x"], "leave out --model-dir"),
+     (["--endpoint", "http://127.0.0.1:1/v1"], "leave out --model-dir and --endpoint")],
+)
+def test_rehearse_refuses_options_that_do_not_apply(repo_copy: Path, extra: list[str], fragment: str) -> None:
+    result = _reproduce("--plan", "prereg/agents-a1-4b-v2", *extra)
+    assert result.exit_code == 2 and fragment in result.output
+    assert not (repo_copy / "runs").exists()
