@@ -2,7 +2,7 @@
 warning, and its refusals (a plan that is not sealed, `--results` inside `results/`).
 
 The builder tests build the Qwen3.5 stand-in and its vLLM substitute once (random weights, a few MB,
-seconds); the end-to-end rehearsal of the GPU plan is `tests/integration/test_rehearsal.py` (slow).
+seconds); the end-to-end rehearsal of the GPU plan is `tests/integration/test_rehearse_gpu_plan.py` (slow).
 """
 
 from __future__ import annotations
