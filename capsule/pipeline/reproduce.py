@@ -118,8 +118,6 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
 
     sealed = _load_for(options)
     plan, seal, ledger = sealed.plan, sealed.seal, sealed.ledger
-    if options.rehearse:
-        check_rehearsal_root(options.results_root, ledger.root)
     signer, key_line = load_signing_key(options.signing_key)  # fail on a bad key before hours of work
     fetched = fetch_prompts(options.prompts_path)
     if sha256_file(fetched.path) != plan.prompts.sha256:
@@ -159,10 +157,12 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
 
 
 def _load_for(options: ReproduceOptions) -> SealedPlan:
-    """The sealed plan; for a rehearsal, a plan the ledger has never sealed is bad input (exit 2):
-    a rehearsal tries the plan a GPU host will run, which must be sealed first."""
+    """The sealed plan; for a rehearsal, `--results` inside `results/` and a plan the ledger has
+    never sealed are bad input (exit 2): a rehearsal tries the plan a GPU host will run, which must
+    be sealed first, and never writes where committed runs live."""
     if options.rehearse:
         ledger = Ledger.load(options.ledger_path)
+        check_rehearsal_root(options.results_root, ledger.root)
         relative = ledger.relative(plan_file(options.plan_path))
         if ledger.latest_for(relative) is None:
             raise BadInputError(
