@@ -1,6 +1,7 @@
 """The layout of a run directory: the one place that spells a run's file names.
 
-A sealed run is `results/<plan>/<run_id>/`, a dry run `runs/dry-run/<plan>/<run_id>/`, and an
+A sealed run is `results/<plan>/<run_id>/`, a dry run `runs/dry-run/<plan>/<run_id>/`, a rehearsal
+(`reproduce --rehearse`) `runs/rehearsal/<plan>/<run_id>/`, and an
 ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`, an import of another
 harness's samples (`capsule import-samples`) `runs/imports/<name>/`. Every stage (generate,
 score, analyse, report, sign), the verifier and the report read and write a run only through a
@@ -12,6 +13,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     adhoc.json                   instead, for an ad-hoc run: its arm table and keys (prereg.adhoc)
     import.json                  instead, for an import: the files, disagreements, band, comparison
     manifest.json                the machine fingerprint (machine.manifest)
+    rehearsal.json               a rehearsal only: its stand-in models and shrinking (pipeline.rehearsal)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     generations/<arm>.refused.json  instead, an arm its backend refused at load (the engine's message)
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
@@ -37,6 +39,7 @@ from capsule.errors import BadInputError
 
 RESULTS_ROOT = Path("results")  # sealed runs: RESULTS_ROOT/<plan>/<run_id>/
 DRY_RUN_ROOT = Path("runs/dry-run")  # dry runs (fake backend): DRY_RUN_ROOT/<plan>/<run_id>/
+REHEARSAL_ROOT = Path("runs/rehearsal")  # rehearsals (stand-in model): REHEARSAL_ROOT/<plan>/<run_id>/
 ADHOC_ROOT = Path("runs/adhoc")  # ad-hoc runs (no plan): ADHOC_ROOT/<run_id>/
 IMPORTS_ROOT = Path("runs/imports")  # other harnesses' samples, imported: IMPORTS_ROOT/<name>/
 RUN_RECORD = "run.json"
@@ -45,6 +48,7 @@ PLAN_SEAL = "plan.seal.json"
 ADHOC_RECORD = "adhoc.json"
 IMPORT_RECORD = "import.json"
 MANIFEST = "manifest.json"
+REHEARSAL_RECORD = "rehearsal.json"
 GENERATIONS = "generations"
 SCORES = "scores"
 STABILITY = "stability"
@@ -136,6 +140,11 @@ class RunDir:
     def manifest(self) -> Path:
         """The machine fingerprint written when the run started."""
         return self.path / MANIFEST
+
+    @property
+    def rehearsal(self) -> Path:
+        """A rehearsal's record: its stand-in models and what it shrank (absent from other runs)."""
+        return self.path / REHEARSAL_RECORD
 
     @property
     def generations_dir(self) -> Path:

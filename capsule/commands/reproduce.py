@@ -9,10 +9,11 @@ import click
 from capsule.commands.endpoint_option import endpoint_options
 from capsule.commands.ledger_option import LEDGER_OPTION
 from capsule.commands.plan import gpu_cost_lines
+from capsule.pipeline.rehearsal import REHEARSAL_BANNER
 from capsule.pipeline.reproduce import ReproduceOptions
 from capsule.pipeline.reproduce import reproduce as run_plan
 from capsule.report.document import headline_line
-from capsule.run_dir import DRY_RUN_ROOT, RESULTS_ROOT
+from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT
 
 DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
 
@@ -32,7 +33,8 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
     "results_root",
     type=click.Path(path_type=Path),
     default=None,
-    help="Runs go to RESULTS/<plan>/<run_id>/ (default: results, or runs/dry-run for --dry-run).",
+    help="Runs go to RESULTS/<plan>/<run_id>/ (default: results; runs/dry-run for --dry-run, "
+    "runs/rehearsal for --rehearse).",
 )
 @click.option(
     "--run-dir",
@@ -42,6 +44,12 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
 )
 @click.option("--fresh", is_flag=True, help="Start a new run even if an unfinished one of this plan exists.")
 @click.option("--dry-run", is_flag=True, help="Walk every arm and control with the fake backend (no model).")
+@click.option(
+    "--rehearse",
+    is_flag=True,
+    help="Run every arm on the real backends with a stand-in model of the plan's architecture (random "
+    "weights, a few prompts and tokens per arm), here, before a GPU run; never recorded in the ledger.",
+)
 @click.option(
     "--model-dir",
     type=click.Path(path_type=Path),
@@ -76,6 +84,7 @@ def reproduce(
     run_dir: Path | None,
     fresh: bool,
     dry_run: bool,
+    rehearse: bool,
     model_dir: Path | None,
     prompts_path: Path | None,
     signing_key: Path | None,
@@ -85,8 +94,15 @@ def reproduce(
     endpoint_key_env: str,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
+    if dry_run and rehearse:
+        raise click.UsageError("--dry-run and --rehearse exclude each other: choose one")
+    if rehearse and (model_dir is not None or endpoint is not None):
+        raise click.UsageError(
+            "--rehearse runs its own stand-in model on backends it launches: "
+            "leave out --model-dir and --endpoint"
+        )
     if results_root is None:
-        results_root = DRY_RUN_ROOT if dry_run else RESULTS_ROOT
+        results_root = DRY_RUN_ROOT if dry_run else REHEARSAL_ROOT if rehearse else RESULTS_ROOT
     options = ReproduceOptions(
         plan_path=plan_path,
         ledger_path=ledger_path,
@@ -94,6 +110,7 @@ def reproduce(
         run_dir=run_dir,
         fresh=fresh,
         dry_run=dry_run,
+        rehearse=rehearse,
         model_dir=model_dir,
         prompts_path=prompts_path,
         signing_key=signing_key,
@@ -107,6 +124,8 @@ def reproduce(
             "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "
             "and it is not recorded in the ledger.", err=True,
         )
+    elif rehearse:
+        click.echo(REHEARSAL_BANNER, err=True)
     else:
         for line in gpu_cost_lines(plan_path, ledger_path):
             click.echo(line, err=True)
@@ -121,6 +140,12 @@ def reproduce(
         click.echo(
             "DRY RUN: the verdicts above are of fake data (the fake backend, no model), not of the model; "
             "this run is not in the ledger, and `capsule verify` refuses it"
+        )
+        return
+    if rehearse:
+        click.echo(
+            f"{REHEARSAL_BANNER} Its signature and files verify without the ledger "
+            f"(capsule.evidence.verify.verify_run with ledger_path=None); `capsule verify` refuses it"
         )
         return
     click.echo(f"verify: capsule verify {result.run_dir}")

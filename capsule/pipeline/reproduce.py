@@ -4,7 +4,8 @@ Steps (each reads files and writes files, so a second call after any interruptio
 verify the ledger and the plan's seal -> fetch prompts and model (verified) -> open or resume the
 run directory (`opening`: run.json, the plan's copy, manifest) -> generate every arm
 (`stage_generate`) -> score every arm, scorer-stability runs, analysis.json (`stage_score`) ->
-RESULTS.md and the signed bundle appended to the ledger (`stage_sign`).
+RESULTS.md and the signed bundle appended to the ledger (`stage_sign`). A dry run (fake backend) and
+a rehearsal (`rehearsal`: real backends, stand-in model) are signed but never appended.
 
 The ledger is loaded once and the plan read once: the bytes hashed against the seal are the bytes
 parsed and copied into the run, and the ledger appended to is the one verified (re-read at signing
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from capsule.artifacts.model_store import resolve_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
-from capsule.errors import VerificationError
+from capsule.errors import BadInputError, VerificationError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.pipeline.opening import (
@@ -31,6 +32,12 @@ from capsule.pipeline.opening import (
     recorded_in,
     signed,
     start_manifest,
+)
+from capsule.pipeline.rehearsal import (
+    Rehearsal,
+    check_rehearsal_root,
+    prepare_rehearsal,
+    write_rehearsal_record,
 )
 from capsule.prereg.ledger import Ledger, check_sealed
 from capsule.prereg.loader import plan_file, read_plan
@@ -57,6 +64,12 @@ class ReproduceOptions:
     endpoint: str | None = None  # server arms: this OpenAI-compatible endpoint instead of a launched one
     endpoint_key_env: str = ENDPOINT_KEY_ENV  # the variable holding its API key (never written)
     retry_refused: bool = False  # load the backend again for arms a resumed run records as refused
+    rehearse: bool = False  # every arm shrunk on a stand-in model, real backends (pipeline.rehearsal)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the run goes into the ledger: not a dry run, not a rehearsal."""
+        return not (self.dry_run or self.rehearse)
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,7 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     from capsule.evidence.trust import untrusted_warning
     from ifeval_scorer import load_prompts
 
-    sealed = load_sealed_plan(options.plan_path, options.ledger_path)
+    sealed = _load_for(options)
     plan, seal, ledger = sealed.plan, sealed.seal, sealed.ledger
     signer, key_line = load_signing_key(options.signing_key)  # fail on a bad key before hours of work
     fetched = fetch_prompts(options.prompts_path)
@@ -117,9 +130,17 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     warning = untrusted_warning(
         ledger, _relative(sealed.file, ledger.root), fingerprint_of(signer.public_key), sealed.data
     )
-    if warning and not options.dry_run:  # a dry run is never recorded, so never verified
+    if warning and options.recorded:  # a dry run or rehearsal is never recorded, so never verified
         say(warning)
-    model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)
+    rehearsal = prepare_rehearsal(plan) if options.rehearse else None
+    if rehearsal is not None:
+        say(f"REHEARSAL: stand-in {rehearsal.stand_in.model_dir.name} (vLLM backends: "
+            f"{rehearsal.stand_in.vllm_dir.name}); not recorded in the ledger")
+        if rehearsal.stand_in.spec.vllm_shape is not None:
+            say(f"REHEARSAL substitution: {rehearsal.stand_in.spec.vllm_why}")
+        model_dir: Path | None = rehearsal.stand_in.model_dir
+    else:
+        model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)
     with ExitStack() as held:  # the run directory's lock, held until the run is signed
         run = open_run_dir(
             results_root=options.results_root / plan.name,
@@ -129,9 +150,27 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
             held=held,
             explicit=options.run_dir,
             fresh=options.fresh,
-            finished=signed if options.dry_run else recorded_in(ledger),
+            finished=recorded_in(ledger) if options.recorded else signed,
         )
-        return _run_opened(options, sealed, run, fetched.path, prompts, model_dir, signer, key_line, say)
+        return _run_opened(
+            options, sealed, run, fetched.path, prompts, model_dir, signer, key_line, say, rehearsal
+        )
+
+
+def _load_for(options: ReproduceOptions) -> SealedPlan:
+    """The sealed plan; for a rehearsal, `--results` inside `results/` and a plan the ledger has
+    never sealed are bad input (exit 2): a rehearsal tries the plan a GPU host will run, which must
+    be sealed first, and never writes where committed runs live."""
+    if options.rehearse:
+        ledger = Ledger.load(options.ledger_path)
+        check_rehearsal_root(options.results_root, ledger.root)
+        relative = ledger.relative(plan_file(options.plan_path))
+        if ledger.latest_for(relative) is None:
+            raise BadInputError(
+                f"--rehearse: {relative} is not sealed in {ledger.path}; a rehearsal runs a sealed plan "
+                f"as a GPU host will: seal it first (`capsule prereg seal {relative} --note ...`)"
+            )
+    return load_sealed_plan(options.plan_path, options.ledger_path)
 
 
 def _run_opened(
@@ -144,6 +183,7 @@ def _run_opened(
     signer: SigningKey,
     key_line: str,
     say: Say,
+    rehearsal: Rehearsal | None = None,
 ) -> ReproduceResult:
     """The steps after the run directory is open (and locked): generate, score, report, sign."""
     from capsule.pipeline.stage_generate import GenerateInputs, generate_all
@@ -155,11 +195,14 @@ def _run_opened(
     if run.dir.is_bundled:
         say("its signing was interrupted before the ledger entry: it is signed again")
     copy_plan(run, sealed.data, seal)
+    if rehearsal is not None:
+        write_rehearsal_record(run.dir, rehearsal, plan)
     digest = start_manifest(run, model_dir, prompts_path, say)
     inputs = GenerateInputs(prompts, model_dir, seal["sha256"], digest)
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,
         endpoint=options.endpoint, key_env=options.endpoint_key_env, retry_refused=options.retry_refused,
+        rehearsal=rehearsal,
     )
     say("scoring and analysing")
     analysis = analyse(run.dir, plan, prompts, None if options.dry_run else model_tokenizer(model_dir))
@@ -169,9 +212,12 @@ def _run_opened(
         plan_sha256=seal["sha256"],
         manifest_digest=digest,
         key=signer,
-        ledger=None if options.dry_run else ledger,
+        ledger=ledger if options.recorded else None,
     )
-    chained = "ledger entry appended" if not options.dry_run else "dry run: not appended to the ledger"
+    chained = (
+        "ledger entry appended" if options.recorded
+        else f"{'rehearsal' if options.rehearse else 'dry run'}: not appended to the ledger"
+    )
     say(f"signed bundle: {bundle.n_files} files, key {bundle.fingerprint}; {chained}")
     return ReproduceResult(
         run.path,

@@ -8,6 +8,8 @@ An arm whose backend refuses its settings at load time (`capsule.generation.refu
 as refused (`generations/<arm>.refused.json`) and the run goes on; a resumed run does not retry it
 unless `retry_refused`. Any other failure stops the run with one error naming the arm
 (`ArmFailedError`); what was generated stays on disk, and the same command resumes.
+A rehearsal (`capsule.pipeline.rehearsal`) runs each arm shrunk, on its first few keys, on the
+real backend with a stand-in model directory and loader.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import record_refusal, refusal_message
 from capsule.jsonio import read_json_object
 from capsule.pipeline.opening import OpenRun, Say
+from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt
@@ -74,13 +77,15 @@ def _model_path(model_dir: Path | None) -> Path:
 def generate_all(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say,
     endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV, retry_refused: bool = False,
+    rehearsal: Rehearsal | None = None,
 ) -> None:
     """Generate every arm in plan order, reusing one loaded backend across arms that allow it.
     `endpoint` / `key_env`: server arms use that endpoint instead of launching a server.
-    `retry_refused`: load the backend again for arms recorded as refused (else they are skipped)."""
+    `retry_refused`: load the backend again for arms recorded as refused (else they are skipped).
+    `rehearsal`: each arm shrunk, on its stand-in model (`Rehearsal.arm`, `.keys`, `.model`)."""
     context = BackendContext(run.dir, endpoint, key_env)
     arms = [
-        dry_run_arm(arm) if dry_run else arm for arm in plan.arms
+        dry_run_arm(arm) if dry_run else rehearsal.arm(arm) if rehearsal else arm for arm in plan.arms
     ]
     tokenizer, model_dir = None, inputs.model_dir
     if dry_run:
@@ -97,7 +102,7 @@ def generate_all(
                 loaded = None
             try:
                 loaded = _generate_one(
-                    plan, run, inputs, arm, loaded, tokenizer, model_dir, context, progress, say
+                    plan, run, inputs, arm, loaded, tokenizer, model_dir, context, progress, say, rehearsal
                 )
             except BackendRefusedError as error:
                 record_refusal(run.dir, arm, error, inputs.plan_sha256, inputs.manifest_digest)
@@ -119,15 +124,21 @@ def generate_all(
 def _generate_one(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, arm: Arm, loaded: tuple[Any, Any] | None,
     tokenizer: Any, model_dir: Path | None, context: BackendContext, progress: bool, say: Say,
+    rehearsal: Rehearsal | None = None,
 ) -> tuple[Any, Any] | None:
     """One arm: load its backend unless `loaded` (None, or one loaded for this arm's reuse key)
-    serves it or the arm is done; generate what is missing; return the backend now loaded."""
+    serves it or the arm is done; generate what is missing; return the backend now loaded. In a
+    `rehearsal` the arm's keys, model directory and loader are the rehearsal's."""
     keys = arm_keys(plan, arm, inputs.prompts)
+    loader = plan.model.loader
+    if rehearsal is not None:
+        keys = rehearsal.keys(keys)
+        model_dir, loader = rehearsal.model(arm)
     if loaded is None:
         if not arm_done(run.dir, arm.name):
             say(f"loading backend {arm.backend} for arm {arm.name}")
             model = _model_path(model_dir)
-            loaded = (reuse_key(arm), load_backend(arm.backend, model, arm, plan.model.loader, context))
+            loaded = (reuse_key(arm), load_backend(arm.backend, model, arm, loader, context))
     result = generate_arm(
         arm,
         prompts=inputs.prompts,
@@ -139,7 +150,7 @@ def _generate_one(
         backend=loaded[1] if loaded else None,
         progress=progress,
         tokenizer=tokenizer,
-        loader=plan.model.loader,
+        loader=loader,
         endpoint=context.endpoint,
         key_env=context.key_env,
     )

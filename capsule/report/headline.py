@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capsule.analysis.schema import Analysis, Reading
+from capsule.artifacts.stand_in import is_stand_in, substitution_note
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.report.formatting import METRIC_MEANING, fmt_interval, fmt_pct, plural
 from capsule.report.report_input import ReportInput
@@ -71,7 +72,17 @@ def _failed_lines(analysis: Analysis) -> list[str]:
 def fake_data_note(analysis: Analysis, manifest: Mapping[str, Any] | None) -> str | None:
     """One paragraph, or None. A dry run (its manifest records `model: null`: every arm ran on the
     fake backend, whatever backend the plan names) says that its verdicts are of fake data and that it
-    is not in the ledger; a run with arms that a plan put on the fake backend names them."""
+    is not in the ledger; a rehearsal (its manifest's model is a stand-in) says its verdicts are of
+    noise; a run with arms that a plan put on the fake backend names them."""
+    if manifest is not None and is_stand_in(manifest.get("model")):
+        substituted = substitution_note(manifest.get("model"))
+        return (
+            "**REHEARSAL: STAND-IN MODEL.** Every arm ran on its real backend with a stand-in model of the "
+            "plan's architecture class (random weights, shrunk config), on a few prompts and tokens per "
+            "arm (rehearsal.json says which, and what else was substituted): every verdict below is of "
+            "noise, not of the model. A rehearsal is not recorded in the ledger."
+            + (f" {substituted}" if substituted else "")
+        )
     if manifest is not None and "model" in manifest and manifest["model"] is None:
         return (
             "**DRY RUN: FAKE DATA.** Every arm ran on the fake backend, with no model: the responses are "
