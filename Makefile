@@ -71,7 +71,7 @@ setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock 
 all: setup-gpu  ## the full GPU study: fetch the plan's model, preflight, then every arm and control (resumable)
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule fetch --plan $(ALL_PLAN)
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
-	-$(GPU_VENV)/bin/capsule plan cost $(ALL_PLAN)   # the estimate; a GPU not in the table only skips it
+	-CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule plan cost $(ALL_PLAN)   # the estimate; a GPU not in the table only skips it
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule reproduce --plan $(ALL_PLAN)
 
 # ---- the GPU image (docker/README.md) ----------------------------------------------------------------

@@ -284,12 +284,14 @@ class Ledger:
 def _is_torn(last: bytes) -> bool:
     """Whether a final line without its newline is a torn append rather than an edit: what a write cut
     short leaves, the start of an entry's JSON object and no complete JSON value (an entry whose
-    newline was changed or removed still decodes, and is refused as an edit)."""
+    newline was changed or removed still decodes, and is refused as an edit). Read as latin-1, which
+    decodes every byte, so that a newline flipped into a non-ASCII byte leaves a complete value plus
+    one byte (an edit), and a write cut inside a multi-byte character leaves no complete value."""
     if not last.startswith(b"{"):
         return False
     try:
-        json.JSONDecoder().raw_decode(last.decode("utf-8"))
-    except ValueError:  # no complete value, or cut inside a multi-byte character
+        json.JSONDecoder().raw_decode(last.decode("latin-1"))
+    except ValueError:  # no complete value: the write stopped before the entry's end
         return True
     return False
 

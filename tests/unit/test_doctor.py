@@ -159,6 +159,6 @@ def test_weights_are_found_where_the_readme_downloads_them(
 def test_make_all_points_the_capsule_at_models() -> None:
     """Outside Docker, `make all` passes the README's models/ directory to doctor and reproduce."""
     recipe = (REPO / "Makefile").read_text().split("\nall:")[1].split("\n\n")[0]
-    commands = [line.strip() for line in recipe.splitlines() if line.startswith("\t")]
+    commands = [line.strip().removeprefix("-") for line in recipe.splitlines() if line.startswith("\t")]
     assert commands and all(line.startswith("CAPSULE_MODELS=$(MODELS) ") for line in commands)
     assert "MODELS    ?= $(CURDIR)/models" in (REPO / "Makefile").read_text()

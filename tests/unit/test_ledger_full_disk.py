@@ -121,6 +121,15 @@ def test_an_edited_last_line_without_its_newline_is_still_refused(repo: Path) ->
     assert result.exit_code == 3 and "the last line has no newline" in result.stderr
 
 
+@pytest.mark.parametrize("byte", [b"\xd9", b"\xff", b"X", b" "])
+def test_a_last_newline_flipped_into_another_byte_is_refused(repo: Path, byte: bytes) -> None:
+    """The final newline changed into any other byte (a non-ASCII one included, which is no UTF-8)
+    leaves a complete entry plus one byte: an edit, never a torn append that would drop the entry."""
+    LEDGER.write_bytes(LEDGER.read_bytes()[:-1] + byte)
+    result = prereg("verify")
+    assert result.exit_code == 3 and "the last line has no newline" in result.stderr
+
+
 def _seal(barrier: Any, root: str, plan: str, results: Any) -> None:
     import os
 
