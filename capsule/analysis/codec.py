@@ -1,13 +1,16 @@
-"""JSON <-> the dataclasses of analysis.json, by field name and type hint: one codec for both ways.
+"""analysis.json <-> `capsule.analysis.schema.Analysis`: the one place the analysis touches JSON.
 
-`encode` turns a schema object into plain JSON values (a dataclass becomes an object keyed by its
-field names); `decode` builds the object back from them, checking that every required key is
-there and no other. Values are never converted (an int stays an int where a float is declared), so
-decoding a file and encoding it again gives the same JSON and, written by
-`capsule.atomic.write_json_atomic`, the same bytes. A field whose metadata says `OMIT_NONE` is left
-out of the JSON when it is None, and read as None when absent. A union of dataclasses is decoded
-as the one member whose fields match the object's keys. A dataclass with `TRANSPARENT = True` and a
-single field stands for that field's value (a mapping whose shape another package owns).
+`write_analysis` writes an `Analysis` and `read_analysis` reads one back (one-line BadInputError when
+the file is missing or does not fit the schema); every reader of analysis.json goes through them.
+Underneath, `encode` turns a schema object into plain JSON values (a dataclass becomes an object
+keyed by its field names) and `decode` builds the object back from them, checking that every
+required key is there and no other. Values are never converted (an int stays an int where a float
+is declared), so decoding a file and encoding it again gives the same JSON and, written by
+`capsule.atomic.write_json_atomic`, the same bytes. A field whose metadata says `OMIT_NONE`
+(`capsule.analysis.fields`) is left out of the JSON when it is None, and read as None when absent. A
+union of dataclasses is decoded as the one member whose fields match the object's keys. A dataclass
+with `TRANSPARENT = True` and a single field stands for that field's value (a mapping whose shape
+another package owns).
 """
 
 from __future__ import annotations
@@ -16,22 +19,52 @@ import dataclasses
 import types
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from capsule.analysis.schema import SCHEMA, Analysis
+from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError
-
-#: Field metadata: leave the key out of the JSON when the value is None.
-OMIT_NONE: dict[str, bool] = {"omit_none": True}
+from capsule.jsonio import read_json_object
 
 
-def omittable(default: Any = None) -> Any:
-    """A dataclass field that is absent from the JSON while None."""
-    return dataclasses.field(default=default, metadata=OMIT_NONE)
+def write_analysis(path: Path, analysis: Analysis) -> None:
+    """Write `analysis` as analysis.json (atomically, canonical bytes: the same analysis gives the same
+    file, which is what a re-derivation compares)."""
+    write_json_atomic(path, analysis_json(analysis))
 
 
-def fields_of(value: Any) -> dict[str, Any]:
-    """A dataclass instance's fields by name, one level deep (to build a subclass from it)."""
-    return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+def analysis_json(analysis: Analysis) -> dict[str, Any]:
+    """The JSON-ready dict of analysis.json (what `write_analysis` writes)."""
+    data: dict[str, Any] = encode(analysis)
+    return data
+
+
+def read_analysis(path: Path) -> Analysis:
+    """A run's analysis.json as an `Analysis`; BadInputError (exit 2) naming the file when it is
+    missing, of another schema, or does not fit this one."""
+    if not path.exists():
+        raise BadInputError(f"{path}: no {path.name}; run `capsule reproduce` for this run first")
+    data = read_json_object(path, "analysis.json")
+    if data.get("schema") != SCHEMA:
+        raise BadInputError(
+            f"{path}: field 'schema' is {data.get('schema')!r}, this capsule reads {SCHEMA!r}; "
+            "re-derive it with `capsule reproduce`"
+        )
+    try:
+        return analysis_from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise BadInputError(
+            f"{path}: not an analysis this capsule writes ({type(error).__name__}: {error}); "
+            "re-derive it with `capsule reproduce`"
+        ) from None
+
+
+def analysis_from_json(data: Mapping[str, Any]) -> Analysis:
+    """The `Analysis` that analysis.json's dict encodes; BadInputError naming the first key that does
+    not fit."""
+    analysis: Analysis = decode(Analysis, data, "analysis.json")
+    return analysis
 
 
 def encode(value: Any) -> Any:

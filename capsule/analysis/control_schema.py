@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from capsule.analysis.codec import omittable
+from capsule.analysis.fields import omittable
 from capsule.analysis.paired_schema import Paired
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
-from capsule.analysis.codec import fields_of
 from capsule.analysis.control_inputs import ControlInputs
 from capsule.analysis.control_schema import (
     ContrastPair,
@@ -27,6 +26,7 @@ from capsule.analysis.control_schema import (
     SourceSummary,
 )
 from capsule.analysis.divergence import identity_contrast
+from capsule.analysis.fields import fields_of
 from capsule.analysis.paired import paired_comparison
 from capsule.analysis.paired_schema import Paired
 from capsule.generation.refused_arms import not_run_text

@@ -1,8 +1,8 @@
 """Apply a sealed plan's comparisons, controls and verdict rule to generation and score rows.
 
 `analyse` is a pure function of its inputs: the same files give the same `Analysis`
-(`capsule.analysis.schema`), and its JSON written with `capsule.atomic.write_json_atomic` the same
-bytes; `build_analysis` returns that JSON-ready dict. Percentages are stored to 2 decimals, p-values
+(`capsule.analysis.schema`), and `capsule.analysis.codec.write_analysis` the same bytes.
+Percentages are stored to 2 decimals, p-values
 to 4 significant digits, and every bootstrap draws from `default_rng(bootstrap_seed)`. Partial arms
 are analysed on the prompts they have; comparisons use the keys both arms scored.
 """
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from capsule.analysis.codec import fields_of
 from capsule.analysis.control_inputs import BandFn, ControlInputs, Rows, ScoreFn
 from capsule.analysis.control_schema import ControlSection, SkippedControl
 from capsule.analysis.divergence import Tokenize
+from capsule.analysis.fields import fields_of
 from capsule.analysis.outcomes import Outcomes, outcomes_from_scores
 from capsule.analysis.paired import paired_comparison
 from capsule.analysis.readings import arm_section, reading_section
@@ -129,11 +128,3 @@ def analyse(
         skipped_controls=sorted(n for n, s in controls.items() if isinstance(s, SkippedControl)),
         refused_arms=refused or None,
     )
-
-
-def build_analysis(
-    plan: Plan, generations: Mapping[str, Rows], scores: Mapping[str, Rows], **options: Any
-) -> dict[str, Any]:
-    """The analysis.json dict: `analyse(plan, generations, scores, **options).to_json()`, the form
-    `capsule.atomic.write_json_atomic` writes (see `analyse` for the keyword arguments)."""
-    return analyse(plan, generations, scores, **options).to_json()

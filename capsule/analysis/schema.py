@@ -1,20 +1,17 @@
 """The schema of analysis.json: the dataclasses the analysis writes and the report, plots and numbers read.
 
-`Analysis.to_json` gives the JSON-ready dict (`capsule.atomic.write_json_atomic` fixes its bytes)
-and `Analysis.from_json` reads it back, both through `capsule.analysis.codec`, so a file read and
-written again is byte-identical. Percentages are floats in percent (2 decimals), as
+`capsule.analysis.codec` alone turns them into JSON and back (`write_analysis`, `read_analysis`), so
+a file read and written again is byte-identical. Percentages are floats in percent (2 decimals), as
 `capsule.analysis.stats.percent` rounds them. The control sections live in
 `capsule.analysis.control_schema`, the paired test and intervals in `capsule.analysis.paired_schema`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from capsule.analysis.codec import decode, encode, omittable
 from capsule.analysis.control_schema import ControlSection
+from capsule.analysis.fields import omittable
 from capsule.analysis.paired_schema import Bounds, Interval, Paired
 from capsule.prereg.metrics import interval_kind
 from capsule.prereg.plan import VerdictRule
@@ -125,11 +122,6 @@ class Reading:
     flips_to_reverse: int | None
     not_run: str | None = omittable()  # the verdict arm was refused: "not run: refused (...)"
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Reading:
-        """A reading from its JSON object."""
-        return decode(cls, data, "reading")  # type: ignore[no-any-return]
-
 
 @dataclass(frozen=True)
 class Headline:
@@ -174,12 +166,3 @@ class Analysis:
     failed_controls: list[str]
     skipped_controls: list[str]
     refused_arms: dict[str, str] | None = omittable()  # arm -> the engine's message; absent: none
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON-ready dict of analysis.json."""
-        return encode(self)  # type: ignore[no-any-return]
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Analysis:
-        """Read analysis.json's dict; BadInputError naming the first key that does not fit."""
-        return decode(cls, data, "analysis.json")  # type: ignore[no-any-return]

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capsule.analysis.codec import fields_of
 from capsule.analysis.control_inputs import BandFn, ControlInputs, Rows, ScoreFn
 from capsule.analysis.control_schema import (
     Band,
@@ -32,6 +31,7 @@ from capsule.analysis.control_schema import (
     UnstablePrompt,
 )
 from capsule.analysis.controls import refused_control
+from capsule.analysis.fields import fields_of
 from capsule.analysis.outcomes import READINGS, Outcomes, outcomes_from_scores, parts, value
 from capsule.analysis.stats import percent
 from capsule.errors import BadInputError

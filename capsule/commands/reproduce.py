@@ -133,7 +133,7 @@ def reproduce(
     headline = result.headline
     if result.failed_controls:
         click.echo(f"FAILED CONTROLS: {', '.join(result.failed_controls)}")
-    for reading in headline.get("readings", []):
+    for reading in headline.readings:
         click.echo(headline_line(reading))
     click.echo(f"run: {result.run_dir}")
     if dry_run:

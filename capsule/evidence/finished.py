@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from capsule.analysis.codec import read_analysis
 from capsule.errors import BadInputError, CapsuleError
 from capsule.jsonio import read_json
 from capsule.prereg.backend_specs import FAKE_BACKEND
@@ -28,17 +29,6 @@ def read_bundle(run_dir: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def read_analysis(run_dir: Path) -> dict[str, Any]:
-    """The run's analysis.json (BadInputError when missing or not an analysis)."""
-    path = RunDir(run_dir).analysis
-    if not path.is_file():
-        raise BadInputError(f"{path}: missing; is the run complete?")
-    value = read_json(path, "analysis")
-    if not isinstance(value, dict) or not isinstance(value.get("arms"), dict) or "verdict_rule" not in value:
-        raise BadInputError(f"{path}: not a capsule analysis (no arms or verdict_rule)")
-    return value
-
-
 def check_complete(run_dir: Path) -> list[str]:
     """The run's arm names, once the run is complete: signed, analysed, every arm's generations
     complete (BadInputError naming what is missing otherwise)."""
@@ -48,7 +38,7 @@ def check_complete(run_dir: Path) -> list[str]:
             raise BadInputError(
                 f"{run_dir}: run is incomplete ({what}); finish it with `capsule reproduce` first"
             )
-    arms = list(read_analysis(run_dir)["arms"])
+    arms = list(read_analysis(run.analysis).arms)
     for arm in arms:
         meta_path = run.generations_meta(arm)
         try:

@@ -44,6 +44,7 @@ from capsule.prereg.loader import plan_file, read_plan
 from capsule.prereg.plan import Plan
 
 if TYPE_CHECKING:
+    from capsule.analysis.schema import Headline
     from capsule.evidence.signing import SigningKey
     from ifeval_scorer import Prompt
 
@@ -77,7 +78,7 @@ class ReproduceResult:
     """What a finished reproduce left on disk."""
     run_dir: Path
     run_id: str
-    headline: dict[str, Any]
+    headline: Headline
     failed_controls: list[str]
     bundle_fingerprint: str
 
@@ -222,7 +223,7 @@ def _run_opened(
     return ReproduceResult(
         run.path,
         run.run_id,
-        analysis.get("headline", {}),
-        list(analysis.get("failed_controls", [])),
+        analysis.headline,
+        analysis.failed_controls,
         bundle.fingerprint,
     )

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capsule.analysis.derive import build_analysis
+from capsule.analysis.codec import write_analysis
+from capsule.analysis.derive import analyse as analyse_rows
+from capsule.analysis.schema import Analysis
 from capsule.analysis.scorer_controls import stability_runs
 from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.atomic import append_jsonl_durable, write_json_atomic, write_text_atomic
@@ -120,8 +122,8 @@ def derive_analysis(
     tokenize: Callable[[str], list[int]] | None,
     *,
     rescore: bool = False,
-) -> dict[str, Any]:
-    """analysis.json from the files of a run directory: scores (made if missing), stability runs,
+) -> Analysis:
+    """The analysis from the files of a run directory: scores (made if missing), stability runs,
     and the plan's rules. A pure function of those files, so anyone can re-derive it; `rescore`
     ignores the stored scores and scores the generations afresh (nothing is written). The scorer
     keeps its NLTK data in the capsule's cache (`use_cache_for_scorer`)."""
@@ -129,7 +131,7 @@ def derive_analysis(
     generations = load_generations(run, plan)
     scores = score_arms(run, plan, generations, prompts, reuse=not rescore)
     stability = stability_scores(run, plan, generations, prompts)
-    return build_analysis(
+    return analyse_rows(
         plan,
         generations,
         scores,
@@ -144,10 +146,10 @@ def derive_analysis(
 
 def analyse(
     run: RunDir, plan: Plan, prompts: Mapping[int, Prompt], tokenize: Callable[[str], list[int]] | None
-) -> dict[str, Any]:
+) -> Analysis:
     """Score what is not scored yet, derive the analysis and write it to the run's analysis.json."""
     analysis = derive_analysis(run, plan, prompts, tokenize)
-    write_json_atomic(run.analysis, analysis)
+    write_analysis(run.analysis, analysis)
     return analysis
 
 

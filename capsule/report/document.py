@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capsule.analysis.schema import SCHEMA, Analysis
+from capsule.analysis.codec import read_analysis
+from capsule.analysis.schema import Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
 from capsule.jsonio import read_json_object
@@ -120,22 +121,7 @@ def load_run(run_dir: Path) -> ReportInput:
     """Read a run's analysis.json (into `capsule.analysis.schema.Analysis`) and manifest.json
     (optional) and list its existing plots."""
     run = RunDir(run_dir)
-    path = run.analysis
-    if not path.exists():
-        raise BadInputError(f"{path}: no {path.name}; run `capsule reproduce` for this run first")
-    data = read_json_object(path, "analysis.json")
-    if data.get("schema") != SCHEMA:
-        raise BadInputError(
-            f"{path}: field 'schema' is {data.get('schema')!r}, this capsule reads {SCHEMA!r}; "
-            "re-derive it with `capsule reproduce`"
-        )
-    try:
-        analysis = Analysis.from_json(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise BadInputError(
-            f"{path}: not an analysis this capsule writes ({type(error).__name__}: {error}); "
-            "re-derive it with `capsule reproduce`"
-        ) from None
+    analysis = read_analysis(run.analysis)
     manifest = load_manifest(run.manifest) if run.manifest.exists() else None
     plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
     return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots)

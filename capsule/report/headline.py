@@ -42,10 +42,8 @@ def _verdict_clause(reading: Reading) -> str:
     return f"{where}, which {relation} the claimed {claim}.{tail}"
 
 
-def headline_line(reading: Reading | Mapping[str, Any]) -> str:
-    """One reading of the claim in one line, as the CLI prints it (from a `Reading` or its JSON)."""
-    if not isinstance(reading, Reading):
-        reading = Reading.from_json(reading)
+def headline_line(reading: Reading) -> str:
+    """One reading of the claim in one line, as the CLI prints it."""
     if reading.not_run is not None:
         return f"{reading.metric} on {reading.arm}: {reading.verdict}: {reading.not_run}"
     flips = reading.flips_to_reverse

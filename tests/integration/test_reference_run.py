@@ -25,9 +25,9 @@ def test_reference_run_verifies(run: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.parametrize("run", RUNS, ids=[str(run.relative_to(REPO)) for run in RUNS])
 def test_reference_analysis_rederives(run: Path, tmp_path: Path) -> None:
+    from capsule.analysis.codec import write_analysis
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.atomic import write_json_atomic
     from capsule.pipeline.opening import run_plan_path
     from capsule.pipeline.stage_score import derive_analysis, model_tokenizer
     from capsule.prereg.loader import load_plan
@@ -37,7 +37,7 @@ def test_reference_analysis_rederives(run: Path, tmp_path: Path) -> None:
     plan = load_plan(run_plan_path(run, REPO))
     prompts = load_prompts(fetch_prompts().path)
     again = derive_analysis(RunDir(run), plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
-    write_json_atomic(tmp_path / "analysis.json", again)
+    write_analysis(tmp_path / "analysis.json", again)
     assert (tmp_path / "analysis.json").read_bytes() == (run / "analysis.json").read_bytes()
 
 

@@ -112,9 +112,9 @@ def test_tampered_run_fails_verify(smoke_run: tuple[Path, Path], tmp_path: Path)
 
 
 def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> None:
+    from capsule.analysis.codec import write_analysis
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.atomic import write_json_atomic
     from capsule.pipeline.stage_score import derive_analysis, model_tokenizer
     from capsule.prereg.loader import load_plan
     from capsule.run_dir import RunDir
@@ -125,6 +125,6 @@ def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> No
     prompts = load_prompts(fetch_prompts().path)
     again = derive_analysis(RunDir(run), plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
     out = run.parent / "rederived.json"
-    write_json_atomic(out, again)
+    write_analysis(out, again)
     assert out.read_bytes() == (run / "analysis.json").read_bytes()
     out.unlink()

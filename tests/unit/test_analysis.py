@@ -1,4 +1,4 @@
-"""build_analysis end to end on toy arms: arms, comparisons, controls, headline, determinism."""
+"""analyse (as JSON) end to end on toy arms: arms, comparisons, controls, headline, determinism."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from test_analysis_support import bad, gen_rows, good, make_arm, make_plan, make_scorer, toy_band, toy_prompts
 
-from capsule.analysis.derive import build_analysis
+from capsule.analysis.codec import analysis_json
+from capsule.analysis.derive import analyse
 from capsule.analysis.scorer_controls import stability_runs
 from capsule.atomic import write_json_atomic
 from capsule.prereg.metrics import interval_kind
@@ -59,7 +60,7 @@ def _study(tmp_path: Path, **plan_options: Any) -> tuple[Any, dict[str, list], d
 
 def _build(plan, generations, scores, **kwargs: Any) -> dict[str, Any]:
     options = {"score_fn": SCORE, "band_fn": toy_band, "prompts": PROMPTS, **kwargs}
-    return build_analysis(plan, generations, scores, **options)
+    return analysis_json(analyse(plan, generations, scores, **options))
 
 
 def test_arm_sections(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from capsule.analysis.codec import analysis_from_json, read_analysis, write_analysis
 from capsule.analysis.control_schema import (
     ContrastSection,
     RerunSection,
@@ -15,8 +16,6 @@ from capsule.analysis.control_schema import (
     SeedVsBatchSection,
     StabilitySection,
 )
-from capsule.analysis.schema import Analysis
-from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,13 +24,12 @@ REFERENCE = sorted(REPO.glob("results/*/*/analysis.json"))
 
 @pytest.mark.parametrize("path", REFERENCE, ids=[str(p.relative_to(REPO)) for p in REFERENCE])
 def test_reference_analysis_round_trips_byte_for_byte(path: Path, tmp_path: Path) -> None:
-    analysis = Analysis.from_json(json.loads(path.read_text(encoding="utf-8")))
-    write_json_atomic(tmp_path / "analysis.json", analysis.to_json())
+    write_analysis(tmp_path / "analysis.json", read_analysis(path))
     assert (tmp_path / "analysis.json").read_bytes() == path.read_bytes()
 
 
 def test_reference_analysis_reads_into_types() -> None:
-    analysis = Analysis.from_json(json.loads(REFERENCE[0].read_text(encoding="utf-8")))
+    analysis = analysis_from_json(json.loads(REFERENCE[0].read_text(encoding="utf-8")))
     kinds = {name: type(section) for name, section in analysis.controls.items()}
     assert kinds == {
         "backend": ContrastSection,
@@ -55,8 +53,8 @@ def test_keys_outside_the_schema_are_refused_by_name() -> None:
     data = json.loads(REFERENCE[0].read_text(encoding="utf-8"))
     data["arms"]["primary"]["tokens"]["extra"] = 1
     with pytest.raises(BadInputError, match=r"analysis.json.arms.primary.tokens: unknown key\(s\) extra"):
-        Analysis.from_json(data)
+        analysis_from_json(data)
     del data["arms"]["primary"]["tokens"]["extra"]
     del data["headline"]["readings"][0]["verdict"]
     with pytest.raises(BadInputError, match=r"readings\[0\]: missing key\(s\) verdict"):
-        Analysis.from_json(data)
+        analysis_from_json(data)

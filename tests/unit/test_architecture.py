@@ -93,6 +93,47 @@ def test_capsule_imports_point_down_the_layers() -> None:
     assert not upward, "imports that climb a layer: " + "; ".join(sorted(upward))
 
 
+#: What evidence/ may take from analysis/: the typed schema, its codec, and the cross-run comparison it
+#: hands two verified runs to. Evidence verifies; it computes no statistics itself.
+EVIDENCE_READS_FROM_ANALYSIS = (
+    "capsule.analysis", "capsule.analysis.codec", "capsule.analysis.schema",
+    "capsule.analysis.control_schema", "capsule.analysis.paired_schema", "capsule.analysis.compare",
+)
+NUMERIC_LIBRARIES = ("numpy", "scipy")
+
+
+def all_imports(path: Path) -> set[str]:
+    """Every module `path` imports by absolute name (project or not), module level and in functions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found | project_imports(path)
+
+
+def statistics_imports(imports: set[str]) -> set[str]:
+    """Those of `imports` that compute statistics: numpy, scipy, or an analysis/ module other than
+    the schema, the codec and the cross-run comparison."""
+    return {
+        name for name in imports
+        if name.split(".")[0] in NUMERIC_LIBRARIES
+        or (name.startswith("capsule.analysis") and name not in EVIDENCE_READS_FROM_ANALYSIS)
+    }
+
+
+def test_evidence_computes_no_statistics() -> None:
+    offending = [
+        f"{module_name(path)} -> {target}"
+        for path in sorted((ROOT / "capsule" / "evidence").rglob("*.py"))
+        for target in statistics_imports(all_imports(path))
+    ]
+    assert not offending, "evidence/ computes statistics (move it to analysis/): " + "; ".join(
+        sorted(offending)
+    )
+
+
 def test_ifeval_scorer_imports_nothing_from_capsule() -> None:
     offending = [
         f"{module} -> {target}"
@@ -142,3 +183,6 @@ def test_the_checks_can_fail() -> None:
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
     assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 6
+    assert statistics_imports({"capsule.analysis.paired", "numpy.random", "capsule.analysis.codec"}) == {
+        "capsule.analysis.paired", "numpy.random"
+    }

@@ -10,7 +10,7 @@ from typing import Any
 
 from reference_runs import V2_RUN
 
-from capsule.analysis.schema import Analysis
+from capsule.analysis.codec import analysis_from_json
 from capsule.report.batch_finding import batch_effects, batch_finding_block, contrasts_dtypes
 from capsule.report.document import render_report
 from capsule.report.numbers import check_files
@@ -39,11 +39,11 @@ def _with_bf16_pair(raw: dict[str, Any], changed: int, flips: tuple[int, int]) -
 
 
 def _block(raw: dict[str, Any]) -> str:
-    return "\n".join(batch_finding_block(ReportInput(Analysis.from_json(raw), None, ())))
+    return "\n".join(batch_finding_block(ReportInput(analysis_from_json(raw), None, ())))
 
 
 def test_fp32_only_says_none_and_leaves_results_md_as_it_was() -> None:
-    analysis = Analysis.from_json(_reference())
+    analysis = analysis_from_json(_reference())
     assert _block(_reference()) == "In fp32, none: 0 of 64 responses and 0 pass/fail verdicts changed."
     assert not contrasts_dtypes(analysis)
     assert "block=batch_finding" not in render_report(analysis, None)
@@ -51,7 +51,7 @@ def test_fp32_only_says_none_and_leaves_results_md_as_it_was() -> None:
 
 def test_bf16_and_fp32_side_by_side_in_one_sentence_in_results_md() -> None:
     raw = _with_bf16_pair(_reference(), changed=29, flips=(2, 1))
-    effects = batch_effects(Analysis.from_json(raw))
+    effects = batch_effects(analysis_from_json(raw))
     assert [(e.dtype, e.responses_changed, e.verdicts_changed) for e in effects] == [
         ("bfloat16", 29, 3), ("float32", 0, 0)
     ]
@@ -60,7 +60,7 @@ def test_bf16_and_fp32_side_by_side_in_one_sentence_in_results_md() -> None:
         "In bf16, batch size changed 29 of 64 responses and 3 pass/fail verdicts under vllm "
         "(max_num_seqs 16 vs 48); in fp32, none: 0 of 64 responses and 0 pass/fail verdicts changed."
     )
-    assert "block=batch_finding" in render_report(Analysis.from_json(raw), None)
+    assert "block=batch_finding" in render_report(analysis_from_json(raw), None)
 
 
 def test_check_numbers_catches_a_drifted_batch_finding(tmp_path: Path) -> None:

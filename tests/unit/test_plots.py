@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from test_report_support import make_run
 
+from capsule.analysis.codec import analysis_from_json
 from capsule.analysis.schema import Analysis
 from capsule.report.document import PLOT_CAPTIONS, write_report
 from capsule.report.plots import PLOTS, render_plots, write_plots
@@ -17,7 +18,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _analysis(run: Path) -> Analysis:
-    return Analysis.from_json(json.loads((run / "analysis.json").read_text()))
+    return analysis_from_json(json.loads((run / "analysis.json").read_text()))
 
 
 @pytest.fixture(scope="module")

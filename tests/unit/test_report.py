@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from test_report_support import MANIFEST, make_run, toy_analysis
 
+from capsule.analysis.codec import analysis_from_json, decode
 from capsule.analysis.schema import Analysis, Reading
 from capsule.cli import cli
 from capsule.errors import BadInputError
@@ -26,12 +27,12 @@ from capsule.report.document import (
 
 @pytest.fixture(scope="module")
 def analysis(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
-    return Analysis.from_json(toy_analysis(tmp_path_factory.mktemp("analysis"))[0])
+    return analysis_from_json(toy_analysis(tmp_path_factory.mktemp("analysis"))[0])
 
 
 @pytest.fixture(scope="module")
 def failing(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
-    return Analysis.from_json(toy_analysis(tmp_path_factory.mktemp("failing"), failing=True)[0])
+    return analysis_from_json(toy_analysis(tmp_path_factory.mktemp("failing"), failing=True)[0])
 
 
 # The toy study (tests/unit/test_report_support.py): arm main passes prompts 1-30 of 40, so prompt-level
@@ -149,8 +150,7 @@ def test_headline_line() -> None:
         "card_avg_strict on a: 16.95 [3.30, 38.00] vs claim 29.90: REPRODUCED "
         "(1 prompt flip would reverse it)"
     )
-    assert headline_line(reading) == expected
-    assert headline_line(Reading.from_json(reading)) == expected
+    assert headline_line(decode(Reading, reading)) == expected
 
 
 def test_write_then_check_report_and_signature_note(tmp_path: Path) -> None:

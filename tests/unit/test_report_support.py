@@ -1,5 +1,5 @@
 """A small run directory for the report, plot and check-numbers tests: analysis.json built by
-`capsule.analysis.derive.build_analysis` from the toy stand-ins, a manifest and generation rows."""
+`capsule.analysis.derive.analyse` (as JSON) from the toy stand-ins, a manifest and generation rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 from test_analysis_support import bad, gen_rows, good, make_arm, make_plan, make_scorer, toy_band, toy_prompts
 
-from capsule.analysis.derive import build_analysis
+from capsule.analysis.codec import analysis_json
+from capsule.analysis.derive import analyse
 from capsule.atomic import write_json_atomic
 from capsule.prereg.plan import Comparison, Control
 
@@ -91,7 +92,8 @@ def toy_analysis(
         "hf": gen_rows("hf", PROMPTS, hf),
     }
     scores = {arm: SCORE(rows, 0) for arm, rows in generations.items()}
-    analysis = build_analysis(plan, generations, scores, score_fn=SCORE, band_fn=toy_band, prompts=PROMPTS)
+    analysed = analyse(plan, generations, scores, score_fn=SCORE, band_fn=toy_band, prompts=PROMPTS)
+    analysis = analysis_json(analysed)
     return json.loads(json.dumps(analysis)), generations
 
 
