@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from capsule.commands.ledger_option import LEDGER_OPTION
 from capsule.errors import BadInputError, printable
 from capsule.prereg.ledger import Ledger, verify_anchored, verify_ledger
+from capsule.prereg.ledger_entries import RedactEntry
+from capsule.prereg.ledger_entries import entry_line as _show
 from capsule.prereg.newest import newest_plan
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
 from capsule.prereg.signers import add_signers
 
 _LEDGER = LEDGER_OPTION
-
-
-def _show(entry: dict[str, Any]) -> str:
-    extra = f"  of {entry['of']}" if entry["kind"] == "amend" else ""
-    if entry["kind"] == "redact":
-        extra = (
-            f"  {entry['occurrences']} x {entry['token_bytes']} bytes, sealed {entry['sealed_sha256'][:16]}"
-        )
-    if entry["kind"] == "signers":
-        extra = "  trusts " + ", ".join(f[:16] for f in entry["fingerprints"])
-    head = f"{entry['seq']:>4}  {entry['time']}  {entry['kind']:<6}"
-    return printable(f"{head}  {entry['path']}  {entry['sha256'][:16]}{extra}")
 
 
 @click.group()
@@ -105,7 +94,7 @@ def verify(ledger_path: Path, anchor: str | None) -> None:
     ledger, anchored = verify_anchored(ledger_path, anchor)
     for entry in ledger.entries:
         click.echo(_show(entry))
-    files = {e["path"] for e in ledger.entries}
+    files = {e.path for e in ledger.entries}
     if ledger.torn:
         click.echo(
             f"note: the last {ledger.torn} bytes of {ledger_path} are a torn append (a write cut short: a "
@@ -124,12 +113,12 @@ def verify(ledger_path: Path, anchor: str | None) -> None:
 def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> None:
     """Confirm redact entry SEQ from the ORIGINAL (pre-redaction) bytes and the file as it is now."""
     ledger = verify_ledger(ledger_path)
-    entry = next((e for e in ledger.entries if e["seq"] == seq), None)
-    if entry is None or entry["kind"] != "redact":
+    entry = next((e for e in ledger.entries if e.seq == seq), None)
+    if not isinstance(entry, RedactEntry):
         raise BadInputError(f"{ledger_path}: seq {seq} is not a redact entry")
-    current = (ledger.root / entry["path"]).read_bytes()
+    current = (ledger.root / entry.path).read_bytes()
     confirm_redaction(entry, original.read_bytes(), current)
-    click.echo(f"confirmed: {original} is the sealed original of {entry['path']} (seq {seq})")
+    click.echo(f"confirmed: {original} is the sealed original of {entry.path} (seq {seq})")
 
 
 @prereg.command()

@@ -85,7 +85,7 @@ def report(
         click.echo(
             f"{run_dir}: re-rendered {', '.join(result.changed)}; signed a new bundle "
             f"({result.bundle.n_files} files, key {result.bundle.fingerprint})"
-            + (f", ledger entry {entry['seq']}" if entry else "")
+            + (f", ledger entry {entry.seq}" if entry else "")
         )
         return
     if check:

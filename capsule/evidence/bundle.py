@@ -31,6 +31,7 @@ from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY, RunDir
 
 if TYPE_CHECKING:
     from capsule.prereg.ledger import Ledger
+    from capsule.prereg.ledger_entries import Entry
 
 BUNDLE_OUTPUTS = frozenset({BUNDLE, ENVELOPE, PUBLIC_KEY})  # top level of the run dir only
 BUNDLE_SCHEMA = "capsule.bundle/1"
@@ -64,7 +65,7 @@ class BundleResult:
     fingerprint: str
     n_files: int
     total_bytes: int
-    ledger_entry: dict[str, Any] | None
+    ledger_entry: Entry | None
 
 
 def check_member_path(value: object, where: str) -> str:

@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.evidence.finished import check_complete, check_not_dry_run, read_bundle
 from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import check_ledger, verify_run
 from capsule.hashing import sha256_file
-from capsule.prereg.chain import PLAN_RECORD_KINDS, verify_links
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import ImportEntry, RunRecord
 from capsule.run_dir import RunDir
 
 
@@ -40,21 +40,21 @@ from capsule.run_dir import RunDir
 class ImportResult:
     """What `import_run` did: the entry appended, or the one already recording the run."""
 
-    entry: dict[str, Any]
+    entry: RunRecord
     appended: bool
 
     def line(self) -> str:
         """One line for the command's output."""
         entry = self.entry
-        if not self.appended:
+        if not isinstance(entry, ImportEntry) or not self.appended:
             return (
-                f"already recorded: run {entry.get('run_id')} is in the ledger at entry {entry['seq']} "
-                f"({entry['kind']}); nothing appended"
+                f"already recorded: run {entry.run_id} is in the ledger at entry {entry.seq} "
+                f"({entry.kind}); nothing appended"
             )
         return (
-            f"imported run {entry['run_id']} at ledger entry {entry['seq']}: signed by "
-            f"{entry['key_fingerprint'][:16]}, foreign bundle entry {entry['foreign_seq']} "
-            f"({entry['foreign_entry'][:16]}), plan record {entry['seal'][:16]}"
+            f"imported run {entry.run_id} at ledger entry {entry.seq}: signed by "
+            f"{entry.key_fingerprint[:16]}, foreign bundle entry {entry.foreign_seq} "
+            f"({entry.foreign_entry[:16]}), plan record {entry.seal[:16]}"
         )
 
 
@@ -62,11 +62,9 @@ def _load_verified(path: Path, label: str, *, files: bool) -> Ledger:
     if not path.is_file():
         raise BadInputError(f"{label} {path} not found; pass --ledger with the other machine's ledger.jsonl")
     try:
-        ledger = Ledger.load(path)
+        ledger = Ledger.load(path)  # every entry's fields, hash and link are checked as it is read
         if files:
             ledger.verify()
-        else:
-            verify_links(path, ledger.entries)
     except VerificationError as error:
         raise VerificationError(f"{label} {path} does not verify: {error}") from error
     return ledger
@@ -74,10 +72,10 @@ def _load_verified(path: Path, label: str, *, files: bool) -> Ledger:
 
 def _plan_record(ledger: Ledger, plan: dict[str, Any]) -> int:
     """Index of this ledger's seal / amend entry of the run's plan bytes (exit 2 if there is none)."""
+    path = plan.get("path")
     matches = [
-        index for index, entry in enumerate(ledger.entries)
-        if entry.get("kind") in PLAN_RECORD_KINDS and entry.get("path") == plan.get("path")
-        and entry.get("sha256") == plan.get("sha256")
+        entry.seq - 1 for entry in (ledger.plan_records(path) if isinstance(path, str) else [])
+        if entry.sha256 == plan.get("sha256")
     ]
     if not matches:
         raise BadInputError(
@@ -93,18 +91,15 @@ def _check_shared_prefix(ours: Ledger, theirs: Ledger, upto: int) -> None:
         mine = ours.entries[index]
         other = theirs.entries[index] if index < len(theirs.entries) else None
         if other != mine:
-            what = "is missing" if other is None else f"has hash {other.get('hash')}, ours {mine['hash']}"
+            what = "is missing" if other is None else f"has hash {other.hash}, ours {mine.hash}"
             raise VerificationError(
                 f"foreign ledger {theirs.path}: entry {index + 1} {what}: it does not chain to this "
                 f"ledger's seal of the plan (entry {upto + 1}); it is not a copy of this repository's ledger"
             )
 
 
-def _existing(ours: Ledger, run_id: str, envelope_sha256: str) -> dict[str, Any] | None:
-    return next(
-        (entry for entry in ours.run_entries(run_id) if entry.get("sha256") == envelope_sha256),
-        None,
-    )
+def _existing(ours: Ledger, run_id: str, envelope_sha256: str) -> RunRecord | None:
+    return next((entry for entry in ours.run_entries(run_id) if entry.sha256 == envelope_sha256), None)
 
 
 def import_run(run_dir: Path, *, foreign_ledger: Path, ledger_path: Path, note: str = "") -> ImportResult:
@@ -134,20 +129,19 @@ def import_run(run_dir: Path, *, foreign_ledger: Path, ledger_path: Path, note: 
         check_ledger(theirs, foreign_ledger, bundle, envelope_sha256, summary.fingerprint)
     except CapsuleError as error:
         raise VerificationError(f"foreign ledger {foreign_ledger}: {error}") from error
-    start = next(i for i, e in enumerate(theirs.entries) if e["hash"] == bundle["ledger_heads"]["at_start"])
-    if start < seal_index:
+    start = theirs.with_hash(bundle["ledger_heads"]["at_start"])
+    if start is None:  # check_ledger found it already
+        raise VerificationError(f"foreign ledger {foreign_ledger}: the run's start head is no entry of it")
+    if start.seq - 1 < seal_index:
         raise VerificationError(
-            f"foreign ledger {foreign_ledger}: the run started at entry {start + 1}, before this "
+            f"foreign ledger {foreign_ledger}: the run started at entry {start.seq}, before this "
             f"ledger's record of its plan (entry {seal_index + 1})"
         )
-    foreign = next(
-        e for e in reversed(theirs.run_entries(summary.run_id))
-        if e.get("kind") == "bundle" and e.get("sha256") == envelope_sha256
-    )
+    foreign = theirs.bundle_entries(summary.run_id, envelope_sha256)[-1]
     entry = ours.current().append(
         "import", entry_path, envelope_sha256,
         note or f"run {summary.run_id} made on another machine, imported from its ledger",
-        run_id=summary.run_id, key_fingerprint=summary.fingerprint, foreign_entry=foreign["hash"],
-        foreign_seq=foreign["seq"], foreign_start_seq=start + 1, seal=ours.entries[seal_index]["hash"],
+        run_id=summary.run_id, key_fingerprint=summary.fingerprint, foreign_entry=foreign.hash,
+        foreign_seq=foreign.seq, foreign_start_seq=start.seq, seal=ours.entries[seal_index].hash,
     )
-    return ImportResult(entry, appended=True)
+    return ImportResult(cast(ImportEntry, entry), appended=True)  # append makes the kind it is given

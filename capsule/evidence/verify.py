@@ -30,8 +30,8 @@ from capsule.evidence.trust import SignerVerdict, check_signer
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.jsonio import parse_json, read_input_bytes
 from capsule.prereg.anchor import anchored_entries, check_anchor
-from capsule.prereg.chain import FILE_KINDS
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import ImportEntry
 from capsule.run_dir import BUNDLE, ENVELOPE, MANIFEST, PLAN_COPY, PUBLIC_KEY, RunDir
 
 
@@ -44,9 +44,9 @@ class VerifySummary:
     fingerprint: str
     key_source: str
     plan_path: str
-    plan_seq: Any
-    start_seq: Any
-    bundle_seq: Any
+    plan_seq: int | None
+    start_seq: int | str | None  # a seq here, or "N of the imported chain"
+    bundle_seq: int | None
     ledger_path: Path | None  # None: checked without a ledger (signature and digests only)
     ledger_entries: int
     trust: str  # which key signed and why it is accepted (`capsule.evidence.trust.SignerVerdict.why`)
@@ -179,7 +179,7 @@ def _check_manifest_digest(run_dir: Path, bundle: dict[str, Any], listed: list[d
         )
 
 
-def _load_ledger(ledger_path: Path) -> Any:
+def _load_ledger(ledger_path: Path) -> Ledger:
     if not ledger_path.is_file():
         raise VerificationError(f"ledger {ledger_path} not found; pass --ledger PATH")
     try:
@@ -192,91 +192,90 @@ def _load_ledger(ledger_path: Path) -> Any:
     return ledger
 
 
-def _check_import(ledger: Any, ledger_path: Path, bundle: dict[str, Any], imported: dict[str, Any],
-                  fingerprint: str) -> tuple[Any, Any, Any]:
+def _check_import(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], imported: ImportEntry,
+                  fingerprint: str) -> tuple[int, str, int]:
     """A run made elsewhere and imported (`capsule import`): the import entry pins this envelope and
     key, and names this ledger's record of the run's plan (its order against the run's start was
     checked in the foreign chain when the run was imported)."""
-    seal = next((e for e in ledger.entries if e.get("hash") == imported.get("seal")), None)
+    seal = ledger.with_hash(imported.seal)
     plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
-    if seal is None or seal.get("path") != plan_path or seal.get("sha256") != plan_sha:
+    if seal is None or seal.path != plan_path or seal.sha256 != plan_sha:
         raise VerificationError(
-            f"ledger {ledger_path}: import entry {imported.get('seq')} names seal {imported.get('seal')}, "
+            f"ledger {ledger_path}: import entry {imported.seq} names seal {imported.seal}, "
             f"which does not record the run's plan {plan_path} at sha256 {plan_sha}"
         )
-    if imported.get("key_fingerprint") != fingerprint:
+    if imported.key_fingerprint != fingerprint:
         raise VerificationError(
-            f"ledger import entry {imported.get('seq')} records key {imported.get('key_fingerprint')}, "
+            f"ledger import entry {imported.seq} records key {imported.key_fingerprint}, "
             f"the bundle is signed by {fingerprint}"
         )
-    return seal.get("seq"), f"{imported.get('foreign_start_seq')} of the imported chain", imported.get("seq")
+    return seal.seq, f"{imported.foreign_start_seq} of the imported chain", imported.seq
 
 
-def check_ledger(ledger: Any, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
-                 fingerprint: str) -> tuple[Any, Any, Any]:
+def check_ledger(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], envelope_sha256: str,
+                 fingerprint: str) -> tuple[int, int | str, int]:
     """Plan sealed before the run's start head; a bundle entry pins this envelope and key (or, for a
     run imported from another machine, an import entry does). Returns the seqs of the plan record,
     the start head and the bundle (or import) entry."""
-    entries: list[dict[str, Any]] = ledger.entries
     imported = [e for e in ledger.run_entries(bundle["run_id"])
-                if e.get("kind") == "import" and e.get("sha256") == envelope_sha256]
+                if isinstance(e, ImportEntry) and e.sha256 == envelope_sha256]
     if imported:
         return _check_import(ledger, ledger_path, bundle, imported[-1], fingerprint)
-    position = {entry["hash"]: index for index, entry in enumerate(entries)}
-    head = bundle["ledger_heads"]["at_start"]
-    if head not in position:
-        raise VerificationError(f"ledger {ledger_path}: the run's start head {head} is none of its entries")
-    start = position[head]
+    start = ledger.with_hash(bundle["ledger_heads"]["at_start"])
+    if start is None:
+        raise VerificationError(
+            f"ledger {ledger_path}: the run's start head {bundle['ledger_heads']['at_start']} is none of "
+            "its entries"
+        )
     plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
-    for_plan = [i for i, entry in enumerate(entries)
-                if entry.get("kind") in FILE_KINDS and entry.get("path") == plan_path]
-    before = [i for i in for_plan if i <= start]
+    for_plan = ledger.file_records(plan_path)
+    before = [entry for entry in for_plan if entry.seq <= start.seq]
     if not before:
-        later = f"; it was sealed at entry {entries[for_plan[0]].get('seq')}" if for_plan else ""
+        later = f"; it was sealed at entry {for_plan[0].seq}" if for_plan else ""
         raise VerificationError(
             f"plan {plan_path} was not sealed before the run started (start head: entry "
-            f"{entries[start].get('seq')}){later}"
+            f"{start.seq}){later}"
         )
-    plan_entry = entries[before[-1]]
-    superseded = [e for e in entries[: start + 1] if e.get("kind") == "amend" and e.get("of") == plan_path]
-    if superseded:
+    plan_entry = before[-1]
+    superseded = ledger.superseded_by(plan_path, at_seq=start.seq)
+    if superseded is not None:
         raise VerificationError(
-            f"plan {plan_path} was superseded by {superseded[-1].get('path')} (amend, entry "
-            f"{superseded[-1].get('seq')}) before the run started; runs must use the amended plan"
+            f"plan {plan_path} was superseded by {superseded.path} (amend, entry "
+            f"{superseded.seq}) before the run started; runs must use the amended plan"
         )
-    if plan_entry.get("sha256") != plan_sha:
+    if plan_entry.sha256 != plan_sha:
         raise VerificationError(
-            f"plan {plan_path}: the run used sha256 {plan_sha}, the ledger's {plan_entry.get('kind')} entry "
-            f"{plan_entry.get('seq')} (in force at the run's start) records {plan_entry.get('sha256')}"
+            f"plan {plan_path}: the run used sha256 {plan_sha}, the ledger's {plan_entry.kind} entry "
+            f"{plan_entry.seq} (in force at the run's start) records {plan_entry.sha256}"
         )
     run_id = bundle["run_id"]
-    for_run = [entry for entry in ledger.run_entries(run_id) if entry.get("kind") == "bundle"]
-    matching = [entry for entry in for_run if entry.get("sha256") == envelope_sha256]
+    matching = ledger.bundle_entries(run_id, envelope_sha256)
     if not matching:
-        recorded = ", ".join(str(entry.get("sha256")) for entry in for_run) or "no bundle entry"
+        recorded = ", ".join(entry.sha256 for entry in ledger.bundle_entries(run_id)) or "no bundle entry"
         raise VerificationError(
             f"ledger {ledger_path}: run {run_id}: {ENVELOPE} has sha256 {envelope_sha256}; "
             f"ledger has {recorded}"
         )
     bundle_entry = matching[-1]
-    at_bundle = bundle["ledger_heads"].get("at_bundle")
-    if at_bundle not in position or not start <= position[at_bundle] < position[bundle_entry["hash"]]:
+    at_bundle = ledger.with_hash(bundle["ledger_heads"].get("at_bundle"))
+    if at_bundle is None or not start.seq <= at_bundle.seq < bundle_entry.seq:
         raise VerificationError(
-            f"ledger {ledger_path}: the bundle's head at signing {at_bundle} is not an entry between the "
-            f"run's start (entry {entries[start].get('seq')}) and its bundle entry {bundle_entry.get('seq')}"
+            f"ledger {ledger_path}: the bundle's head at signing {bundle['ledger_heads'].get('at_bundle')} "
+            f"is not an entry between the run's start (entry {start.seq}) and its bundle entry "
+            f"{bundle_entry.seq}"
         )
-    if bundle_entry.get("key_fingerprint") != fingerprint:
+    if bundle_entry.key_fingerprint != fingerprint:
         raise VerificationError(
-            f"ledger bundle entry {bundle_entry.get('seq')} records key "
-            f"{bundle_entry.get('key_fingerprint')}, the bundle is signed by {fingerprint}"
+            f"ledger bundle entry {bundle_entry.seq} records key "
+            f"{bundle_entry.key_fingerprint}, the bundle is signed by {fingerprint}"
         )
-    return plan_entry.get("seq"), entries[start].get("seq"), bundle_entry.get("seq")
+    return plan_entry.seq, start.seq, bundle_entry.seq
 
 
 def start_seq_of(ledger: Ledger, bundle: dict[str, Any]) -> int | None:
     """The seq of the entry that was the ledger's head when the run started, or None (not in it)."""
-    head = bundle.get("ledger_heads", {}).get("at_start")
-    return next((int(e["seq"]) for e in ledger.entries if e.get("hash") == head), None)
+    start = ledger.with_hash(bundle.get("ledger_heads", {}).get("at_start"))
+    return None if start is None else start.seq
 
 
 def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], fingerprint: str,
@@ -287,8 +286,7 @@ def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], finge
     vouches, from the anchored history, for a signature bundled before it). The one rule `verify`,
     `compare` and `check-numbers` apply, recorded in the ledger or not."""
     def anchored() -> int:
-        hashes = [str(e["hash"]) for e in ledger.entries]
-        return anchored_entries(ledger_path, ledger_path.read_bytes(), hashes)
+        return anchored_entries(ledger_path, ledger_path.read_bytes(), ledger.hashes())
 
     try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
         return check_signer(
@@ -345,12 +343,11 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
     ledger = _load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
-    recorded = [e.get("seq") for e in ledger.run_entries(bundle["run_id"])
-                if e.get("kind") == "bundle" and e.get("sha256") == envelope_sha256]
+    recorded = [e.seq for e in ledger.bundle_entries(bundle["run_id"], envelope_sha256)]
     verdict = check_trust(ledger, ledger_path, bundle, fingerprint, plan_bytes, pubkey,
                           bundled_at=recorded[-1] if recorded else None)
     plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
-    check_anchor(ledger_path, ledger_path.read_bytes(), [str(e["hash"]) for e in ledger.entries], None)
+    check_anchor(ledger_path, ledger_path.read_bytes(), ledger.hashes(), None)
     _check_manifest_digest(run_dir, bundle, listed)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
@@ -368,8 +365,7 @@ def verify_unrecorded(run_dir: Path, ledger_path: Path) -> VerifySummary:
     ledger = _load_ledger(ledger_path)
     _data, bundle = _read_index(run_dir)
     plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
-    if not any(e.get("kind") in FILE_KINDS and e.get("path") == plan_path and e.get("sha256") == plan_sha
-               for e in ledger.entries):
+    if not any(e.sha256 == plan_sha for e in ledger.file_records(plan_path)):
         raise VerificationError(
             f"run {bundle['run_id']}: its plan {plan_path} (sha256 {plan_sha}) is no version {ledger_path} "
             "records, so no key is trusted for it here"

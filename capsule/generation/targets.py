@@ -80,7 +80,7 @@ def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_ru
     directory = None if dry_run else resolve_model_dir(plan.model, model_dir)
     root = (DRY_RUN_ROOT if dry_run else RESULTS_ROOT) / plan.name
     return Target(
-        arm, keys, prompts, prompts_path, directory, ledger.relative(plan.path), str(record["sha256"]),
+        arm, keys, prompts, prompts_path, directory, ledger.relative(plan.path), record.sha256,
         ledger.head(), root, loader=plan.model.loader,
     )
 

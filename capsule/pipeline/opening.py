@@ -17,7 +17,7 @@ pick the same new directory, nor both resume one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +32,8 @@ from capsule.jsonio import read_json_object
 from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
-from capsule.prereg.ledger import Ledger, utc_now
+from capsule.prereg.ledger import Ledger, utc_now, write_entry_copy
+from capsule.prereg.ledger_entries import FileRecord
 from capsule.run_dir import RunDir
 
 Say = Callable[[str], None]  # where the pipeline tells the user what it is doing (one line each)
@@ -225,16 +226,16 @@ def run_plan_path(run_dir: Path, root: Path) -> Path:
     return root / read_run_record(run_dir)["plan_path"]
 
 
-def copy_plan(run: OpenRun, plan_bytes: bytes, seal: Mapping[str, Any]) -> None:
+def copy_plan(run: OpenRun, plan_bytes: bytes, seal: FileRecord) -> None:
     """Put the sealed plan's bytes and its ledger entry into the run directory once; on resume,
     refuse a copy that differs from the seal (the run directory was edited)."""
     copy = run.dir.plan
     if copy.exists():
-        if sha256_file(copy) != seal["sha256"]:
+        if sha256_file(copy) != seal.sha256:
             raise VerificationError(f"{copy}: differs from the sealed plan; the run directory was edited")
         return
     write_bytes_atomic(copy, plan_bytes)
-    write_json_atomic(run.dir.plan_seal, dict(seal))
+    write_entry_copy(run.dir.plan_seal, seal)
 
 
 def start_manifest(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from capsule.artifacts.model_store import resolve_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
@@ -46,6 +46,7 @@ from capsule.prereg.plan import Plan
 if TYPE_CHECKING:
     from capsule.analysis.schema import Headline
     from capsule.evidence.signing import SigningKey
+    from capsule.prereg.ledger_entries import FileRecord
     from ifeval_scorer import Prompt
 
 
@@ -90,7 +91,7 @@ class SealedPlan:
     plan: Plan
     file: Path
     data: bytes
-    seal: dict[str, Any]
+    seal: FileRecord
     ledger: Ledger
 
 
@@ -127,7 +128,7 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
             f"{fetched.path}: not the prompt file the plan pins ({plan.prompts.sha256[:12]}…)"
         )
     prompts = load_prompts(fetched.path)
-    say(f"plan {plan.name}: sealed at ledger entry {seal['seq']}; prompts from {fetched.source}")
+    say(f"plan {plan.name}: sealed at ledger entry {seal.seq}; prompts from {fetched.source}")
     warning = untrusted_warning(
         ledger, _relative(sealed.file, ledger.root), fingerprint_of(signer.public_key), sealed.data
     )
@@ -146,7 +147,7 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
         run = open_run_dir(
             results_root=options.results_root / plan.name,
             plan_path=_relative(sealed.file, ledger.root),
-            plan_sha256=seal["sha256"],
+            plan_sha256=seal.sha256,
             ledger_head=ledger.head(),
             held=held,
             explicit=options.run_dir,
@@ -199,7 +200,7 @@ def _run_opened(
     if rehearsal is not None:
         write_rehearsal_record(run.dir, rehearsal, plan)
     digest = start_manifest(run, model_dir, prompts_path, say)
-    inputs = GenerateInputs(prompts, model_dir, seal["sha256"], digest)
+    inputs = GenerateInputs(prompts, model_dir, seal.sha256, digest)
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,
         endpoint=options.endpoint, key_env=options.endpoint_key_env, retry_refused=options.retry_refused,
@@ -210,7 +211,7 @@ def _run_opened(
     say(key_line)
     bundle = report_and_sign(
         run,
-        plan_sha256=seal["sha256"],
+        plan_sha256=seal.sha256,
         manifest_digest=digest,
         key=signer,
         ledger=ledger if options.recorded else None,

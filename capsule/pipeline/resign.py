@@ -67,7 +67,7 @@ def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -
     fingerprint = fingerprint_of(signer.public_key)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if RunDir(run_dir).plan.is_file() else None
     ledger = Ledger.load(ledger_path)
-    bundled = [e["seq"] for e in ledger.run_entries(summary.run_id) if e["kind"] == "bundle"]
+    bundled = [e.seq for e in ledger.bundle_entries(summary.run_id)]
     check_trust(  # the same rule as verify: a key trusted only after the run started does not sign it
         ledger, ledger_path, read_json_object(RunDir(run_dir).bundle, "bundle.json"),
         fingerprint, plan_bytes, None, bundled_at=bundled[-1] if bundled else None,

@@ -1,53 +1,51 @@
 """The ledger's chain rules: what makes one entry, and the sequence of them, valid.
 
 `capsule.prereg.ledger` owns the file (load, append, the seal queries); this module owns the
-checks `Ledger.verify` runs over its entries: the fields every entry carries, the extras each kind
-must or may carry, each entry's hash and its link to the one before, and the rule that a file
-changes only by amendment or redaction. Each check is an explicit `raise VerificationError` naming
-the entry's seq, never an `assert`.
+checks it runs: on each line's JSON object as it is read (`verify_links`: the fields every entry
+carries, the extras each kind must or may carry, each entry's hash and its link to the one before,
+and the rule that a file changes only by amendment or redaction), and on the typed entries against
+the checkout (`check_recorded_files`, what `Ledger.verify` adds). Each check is an explicit
+`raise VerificationError` naming the entry's seq, never an `assert`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
-from capsule.hashing import canonical_json, sha256_bytes, sha256_file
+from capsule.hashing import sha256_file
+from capsule.prereg.ledger_entries import (
+    ENTRY_TYPES,
+    Entry,
+    RedactEntry,
+    entry_hash,
+    optional_extras,
+    required_extras,
+)
 
 GENESIS = "0" * 64
-KINDS = ("seal", "amend", "redact", "bundle", "signers", "import")
+KINDS = tuple(ENTRY_TYPES)  # seal, amend, redact, bundle, signers, import
 FILE_KINDS = ("seal", "amend", "redact")  # records that fix a file's bytes
 RUN_KINDS = ("bundle", "import")  # records that a run is finished: signed here, or imported from elsewhere
 # `signers`: keys added to a sealed plan's trusted signers (`capsule.prereg.signers`); its `sha256` is
 # the plan's latest recorded hash, so it names the exact plan bytes it amends the trust of
 BASE_FIELDS = ("seq", "kind", "path", "sha256", "prev", "time", "note", "hash")
-# extras each kind must carry / may carry (bundle extras belong to `capsule.evidence.bundle` and are free).
+# extras each kind must carry / may carry: the fields of its type in `capsule.prereg.ledger_entries`.
 # An `import` entry records a run made on another machine and chained in that machine's ledger
 # (`capsule.evidence.importing`): its envelope (path, sha256), run id, signer, the foreign `bundle`
 # entry's hash and seq, the foreign start head's seq, and `seal`: the hash of this ledger's plan
 # record that both chains share.
-REQUIRED_EXTRAS = {
-    "seal": (),
-    "amend": ("of", "of_sha256"),
-    "redact": ("sealed_sha256", "offsets", "occurrences", "token_bytes", "file_bytes"),
-    "signers": ("fingerprints",),
-    "import": ("run_id", "key_fingerprint", "foreign_entry", "foreign_seq", "foreign_start_seq", "seal"),
-}
-OPTIONAL_EXTRAS = {
-    "seal": ("companions",), "amend": ("companions",), "redact": (), "signers": (), "import": (),
-}
+REQUIRED_EXTRAS = {kind: required_extras(kind) for kind in KINDS}
+OPTIONAL_EXTRAS = {kind: optional_extras(kind) for kind in KINDS}
 PLAN_RECORD_KINDS = ("seal", "amend")
 _INT_EXTRAS = ("occurrences", "token_bytes", "file_bytes", "foreign_seq", "foreign_start_seq")
-_SHA_EXTRAS = ("of_sha256", "sealed_sha256", "foreign_entry", "seal", "key_fingerprint")
+_SHA_EXTRAS = ("of_sha256", "sealed_sha256", "foreign_entry", "seal", "key_fingerprint", "bundle_json_sha256")
+_STR_EXTRAS = ("run_id",)
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
-
-
-def entry_hash(entry: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of an entry without its `hash` field."""
-    return sha256_bytes(canonical_json({k: v for k, v in entry.items() if k != "hash"}))
 
 
 def is_int(value: object) -> bool:
@@ -92,11 +90,11 @@ class _Chain:
         self.files: set[str] = set()  # paths whose bytes a seal / amend / redact fixed
         self.self_amends: dict[str, int] = {}  # companion path -> seq of its amend, until a plan names it
 
-    def broken(self, entry: dict[str, Any] | int, what: str) -> VerificationError:
+    def broken(self, entry: Mapping[str, Any] | int, what: str) -> VerificationError:
         seq = entry if isinstance(entry, int) else entry.get("seq")
         return VerificationError(f"{self.ledger_path}: seq {seq}: {what}")
 
-    def check_entry(self, number: int, entry: dict[str, Any], prev: str) -> None:
+    def check_entry(self, number: int, entry: Mapping[str, Any], prev: str) -> None:
         for field in BASE_FIELDS:
             if field not in entry:
                 raise self.broken(number, f"missing field {field!r}")
@@ -144,10 +142,9 @@ class _Chain:
                 f"{kind} entry records {entry['path']}, a sealed file, as a run's envelope (a sealed file "
                 "is re-recorded only by an amend of another path)",
             )
-        if kind != "bundle":
-            self.check_extras(number, entry)
+        self.check_extras(number, entry)
 
-    def check_extras(self, number: int, entry: dict[str, Any]) -> None:
+    def check_extras(self, number: int, entry: Mapping[str, Any]) -> None:
         kind, path, latest = entry["kind"], entry["path"], self.latest
         extras = set(entry) - set(BASE_FIELDS)
         allowed = set(REQUIRED_EXTRAS[kind]) | set(OPTIONAL_EXTRAS[kind])
@@ -191,7 +188,7 @@ class _Chain:
         if "companions" in entry:
             self.plans.add(path)
 
-    def check_amend_target(self, number: int, entry: dict[str, Any]) -> None:
+    def check_amend_target(self, number: int, entry: Mapping[str, Any]) -> None:
         """An amend records a new file, or (`of` its own path) a plan's changed companion, which the
         amend of another path that follows must list: a sealed plan, or a file already recorded, is
         never re-recorded in place."""
@@ -220,7 +217,7 @@ class _Chain:
                 "(a sealed file is re-recorded only by an amend of another path)",
             )
 
-    def check_extra_types(self, number: int, entry: dict[str, Any]) -> None:
+    def check_extra_types(self, number: int, entry: Mapping[str, Any]) -> None:
         """Each extra field has its one JSON type (a wrong type is a broken entry, never a traceback)."""
         for field in _INT_EXTRAS:
             if field in entry and not (is_int(entry[field]) and entry[field] >= 0):
@@ -228,6 +225,9 @@ class _Chain:
         for field in _SHA_EXTRAS:
             if field in entry and not is_sha256(entry[field]):
                 raise self.broken(number, f"{field} must be a full hex digest")
+        for field in _STR_EXTRAS:
+            if field in entry and not isinstance(entry[field], str):
+                raise self.broken(number, f"{field} {entry[field]!r} is not a string")
         if "of" in entry:
             try:
                 check_relpath(entry["of"])
@@ -249,43 +249,45 @@ class _Chain:
             raise self.broken(number, "fingerprints must be a non-empty list of distinct key fingerprints")
 
 
-def verify_links(ledger_path: Path, entries: list[dict[str, Any]]) -> _Chain:
-    """Recompute every entry's hash and link and check each kind's fields, reading no recorded file
-    (what a ledger from another machine can be checked for); VerificationError naming the first
-    broken entry."""
+def verify_links(ledger_path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Check each line's JSON object as `capsule.prereg.ledger` reads it, before it becomes a typed
+    entry: every field and its type, each kind's extras, every hash and link, and the rules between
+    entries; reading no recorded file (what a ledger from another machine can be checked for).
+    VerificationError naming the first broken entry."""
     chain = _Chain(ledger_path)
     prev = GENESIS
-    for number, entry in enumerate(entries, start=1):
-        chain.check_entry(number, entry, prev)
-        prev = entry["hash"]
-        chain.latest[entry["path"]] = entry["sha256"]
-        if entry["kind"] in FILE_KINDS:
-            chain.files.add(entry["path"])
-        if entry["kind"] in PLAN_RECORD_KINDS:
-            chain.plan_records.add(entry["hash"])
+    for number, record in enumerate(records, start=1):
+        chain.check_entry(number, record, prev)
+        prev = record["hash"]
+        chain.latest[record["path"]] = record["sha256"]
+        if record["kind"] in FILE_KINDS:
+            chain.files.add(record["path"])
+        if record["kind"] in PLAN_RECORD_KINDS:
+            chain.plan_records.add(record["hash"])
     chain.check_closed()
-    return chain
 
 
-def verify_chain(ledger_path: Path, root: Path, entries: list[dict[str, Any]]) -> None:
-    """Recompute every entry's hash and link, then re-hash every recorded file under `root` that still
-    exists against its latest record; VerificationError naming the first broken entry."""
-    chain = verify_links(ledger_path, entries)
+def check_recorded_files(ledger_path: Path, root: Path, entries: Sequence[Entry]) -> None:
+    """Re-hash every recorded file under `root` that still exists against its latest record (the
+    chain itself was checked when the ledger was read); VerificationError naming the first broken
+    entry."""
     # a file is re-hashed against the record that fixed its bytes (a signers entry only names a plan)
-    last_entry = {entry["path"]: entry for entry in entries if entry["kind"] != "signers"}
-    for path, entry in sorted(last_entry.items(), key=lambda item: item[1]["seq"]):
+    last_entry = {entry.path: entry for entry in entries if entry.kind != "signers"}
+    for path, entry in sorted(last_entry.items(), key=lambda item: item[1].seq):
+        where = f"{ledger_path}: seq {entry.seq}"
         file = root / path
         link = symlink_on_path(root, path)
         if link is not None:
-            raise chain.broken(entry, f"{path} is reached through the symlink {link}; restore the plain file")
+            raise VerificationError(
+                f"{where}: {path} is reached through the symlink {link}; restore the plain file"
+            )
         if not file.is_file():
             continue
         actual = sha256_file(file)
-        if actual != entry["sha256"]:
+        if actual != entry.sha256:
             hint = "the file changed after it was recorded; restore it, or seal an amendment"
-            if entry["kind"] == "redact" and actual == entry["sealed_sha256"]:
+            if isinstance(entry, RedactEntry) and actual == entry.sealed_sha256:
                 hint = "the redaction was recorded but not applied; run the same redact again"
-            raise chain.broken(
-                entry,
-                f"{entry['kind']} of {path}: file sha256 {actual}, recorded {entry['sha256']} ({hint})",
+            raise VerificationError(
+                f"{where}: {entry.kind} of {path}: file sha256 {actual}, recorded {entry.sha256} ({hint})"
             )

@@ -1,15 +1,18 @@
 """The pre-registration ledger: an append-only sha256 hash chain in `prereg/ledger.jsonl`.
 
 Each line is one entry in canonical JSON (`capsule.hashing.canonical_json`): `seq` (1, 2, ...),
-`kind` (seal | amend | redact | bundle), `path` (repo-relative POSIX), `sha256` (the file's full
-hash), `prev` (the previous entry's `hash`, 64 zeros for the first), `time` (UTC, ISO-8601 with Z),
-`note`, kind-specific extras, and `hash`: sha256 of the canonical JSON of every other field.
+`kind` (seal | amend | redact | bundle | signers | import), `path` (repo-relative POSIX), `sha256`
+(the file's full hash), `prev` (the previous entry's `hash`, 64 zeros for the first), `time` (UTC,
+ISO-8601 with Z), `note`, kind-specific extras, and `hash`: sha256 of the canonical JSON of every other field.
 Because each line must be byte-identical to its canonical form, any changed, deleted, reordered or
 duplicated line breaks the chain at the first entry it touches; `verify` names that entry.
 
 Paths are relative to the repository root, which is the ledger's grandparent (`<root>/prereg/`).
-This module owns the file and its queries (load, append, is this plan sealed?); the chain's rules
-(what a valid entry and sequence are) live in `capsule.prereg.chain`.
+This module owns the file and its queries (load, append, is this plan sealed?, which entries record
+this run?, what superseded this plan?); each line is parsed into a typed entry
+(`capsule.prereg.ledger_entries`) as it is read and written from one, and no other module reads or
+writes an entry's JSON. The chain's rules (what a valid entry and sequence are) live in
+`capsule.prereg.chain`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError, UnavailableError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
 from capsule.jsonio import parse_json_line, read_input_bytes
@@ -29,15 +33,30 @@ from capsule.locks import hold
 from capsule.prereg.anchor import AnchorCheck, check_anchor
 from capsule.prereg.chain import (
     BASE_FIELDS,
-    FILE_KINDS,
     GENESIS,
     KINDS,
-    RUN_KINDS,
+    OPTIONAL_EXTRAS,
+    REQUIRED_EXTRAS,
     SHA256_HEX,
+    check_recorded_files,
     check_relpath,
-    entry_hash,
     symlink_on_path,
-    verify_chain,
+    verify_links,
+)
+from capsule.prereg.ledger_entries import (
+    AmendEntry,
+    BundleEntry,
+    Entry,
+    FileRecord,
+    ImportEntry,
+    PlanRecord,
+    RedactEntry,
+    RunRecord,
+    SealEntry,
+    entry_bytes,
+    entry_record,
+    parse_entry,
+    sealed_entry,
 )
 from capsule.prereg.loader import PLAN_FILE, plan_file
 
@@ -64,18 +83,18 @@ def utc_now() -> str:
 
 class Ledger:
     """A loaded ledger: its entries, and the root its paths are relative to."""
-    def __init__(
-        self, path: Path, root: Path, entries: list[dict[str, Any]], size: int, torn: int = 0
-    ) -> None:
+    def __init__(self, path: Path, root: Path, entries: list[Entry], size: int, torn: int = 0) -> None:
         self.path, self.root, self.entries, self._size = path, root, entries, size
         self.torn = torn  # bytes of a torn last line after the entries (an append that never finished)
 
     @classmethod
     def load(cls, path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledger:
-        """Read a ledger (an absent file is an empty ledger). Lines that are not JSON objects, or a
-        final line without its newline that parses (an edit), raise VerificationError naming the
-        entry's seq. A final line without its newline that does not parse is a torn append (a full
-        disk, a crash mid-write): it is no entry, is counted in `torn`, and the next `append` cuts it."""
+        """Read a ledger (an absent file is an empty ledger) into typed entries. Lines that are not JSON
+        objects in canonical form, or that break the chain's rules (`capsule.prereg.chain.verify_links`:
+        fields, hashes, links), or a final line without its newline that parses (an edit), raise
+        VerificationError naming the entry's seq. A final line without its newline that does not parse
+        is a torn append (a full disk, a crash mid-write): it is no entry, is counted in `torn`, and
+        the next `append` cuts it."""
         path = Path(path)
         root = Path(root) if root is not None else path.resolve().parent.parent
         if path.is_dir():
@@ -91,7 +110,7 @@ class Ledger:
                 )
             torn = len(lines[-1])
             lines[-1] = b""
-        entries = []
+        records = []
         for seq, line in enumerate(lines[:-1], start=1):
             try:
                 entry = parse_json_line(line, str(path), seq, error=VerificationError)
@@ -104,34 +123,69 @@ class Ledger:
                 raise VerificationError(
                     f"{path}: seq {seq}: line {seq} is not in canonical JSON form (its bytes were changed)"
                 )
-            entries.append(entry)
-        return cls(path, root, entries, len(data) - torn, torn)
+            records.append(entry)
+        verify_links(path, records)
+        return cls(path, root, [parse_entry(record) for record in records], len(data) - torn, torn)
 
     def head(self) -> str:
         """The hash of the last entry, or 64 zeros for an empty ledger."""
-        return str(self.entries[-1]["hash"]) if self.entries else GENESIS
+        return self.entries[-1].hash if self.entries else GENESIS
 
-    def latest_for(self, path: str) -> dict[str, Any] | None:
+    def hashes(self) -> list[str]:
+        """Every entry's hash, in chain order (what the anchor checks)."""
+        return [entry.hash for entry in self.entries]
+
+    def with_hash(self, digest: object) -> Entry | None:
+        """The entry whose hash is `digest` (a run's start head, an import's seal), or None."""
+        return next((entry for entry in self.entries if entry.hash == digest), None)
+
+    def file_records(self, path: str) -> list[FileRecord]:
+        """Every seal / amend / redact entry of a repo-relative path, in chain order: each version of
+        its bytes the ledger recorded."""
+        return [
+            e for e in self.entries if isinstance(e, (SealEntry, AmendEntry, RedactEntry)) and e.path == path
+        ]
+
+    def latest_for(self, path: str) -> FileRecord | None:
         """The latest seal / amend / redact entry for a repo-relative path, or None."""
-        for entry in reversed(self.entries):
-            if entry.get("path") == path and entry.get("kind") in FILE_KINDS:
-                return entry
-        return None
+        records = self.file_records(path)
+        return records[-1] if records else None
 
-    def run_entries(self, run_id: str) -> list[dict[str, Any]]:
+    def plan_records(self, path: str) -> list[PlanRecord]:
+        """Every seal / amend entry of a repo-relative path, in chain order."""
+        return [e for e in self.file_records(path) if isinstance(e, (SealEntry, AmendEntry))]
+
+    def is_plan(self, path: str) -> bool:
+        """Whether `path` was sealed as a plan (a seal / amend entry listing its companions)."""
+        return any(e.companions is not None for e in self.plan_records(path))
+
+    def run_entries(self, run_id: str) -> list[RunRecord]:
         """Every entry that records the run `run_id` as finished (a local `bundle` or an `import`), in
         chain order: the one answer to "is this run recorded", which decides that a run is never
         reopened, re-signed or resumed, and which entries `verify`, `compare` and `import` check."""
-        return [e for e in self.entries if e.get("kind") in RUN_KINDS and e.get("run_id") == run_id]
+        return [
+            e for e in self.entries if isinstance(e, (BundleEntry, ImportEntry)) and e.run_id == run_id
+        ]
+
+    def bundle_entries(self, run_id: str, envelope_sha256: str | None = None) -> list[BundleEntry]:
+        """The `bundle` entries of the run (each signature made here), those pinning `envelope_sha256`
+        only when it is given, in chain order."""
+        return [
+            e for e in self.run_entries(run_id)
+            if isinstance(e, BundleEntry) and envelope_sha256 in (None, e.sha256)
+        ]
 
     def records_run(self, run_id: str) -> bool:
         """Whether any entry records the run `run_id` (see `run_entries`)."""
         return bool(self.run_entries(run_id))
 
-    def superseded_by(self, path: str) -> dict[str, Any] | None:
-        """The latest amend entry whose `of` is `path` (the plan was amended), or None."""
+    def superseded_by(self, path: str, at_seq: int | None = None) -> AmendEntry | None:
+        """The latest amend entry whose `of` is `path` (the plan was amended), or None; with `at_seq`,
+        among the entries up to that seq only (what superseded it by then)."""
         for entry in reversed(self.entries):
-            if entry.get("kind") == "amend" and entry.get("of") == path:
+            if at_seq is not None and entry.seq > at_seq:
+                continue
+            if isinstance(entry, AmendEntry) and entry.of == path:
                 return entry
         return None
 
@@ -143,9 +197,9 @@ class Ledger:
             raise BadInputError(f"{path} is outside the repository root {self.root}") from error
 
     def verify(self) -> None:
-        """Recompute every entry's hash and link, then re-hash every recorded file that still exists
-        against its latest record; VerificationError naming the first broken entry."""
-        verify_chain(self.path, self.root, self.entries)
+        """Re-hash every recorded file that still exists against its latest record (every entry's hash
+        and link were checked when it was read); VerificationError naming the first broken entry."""
+        check_recorded_files(self.path, self.root, self.entries)
 
     def current(self) -> Ledger:
         """This ledger if its file is unchanged since it was loaded, else the file read afresh (a run
@@ -169,21 +223,21 @@ class Ledger:
         """Every file the ledger records is in the checkout as a plain file, reached through no
         symlink: a sealed plan, its companions, and the envelope of every bundled run. (The chain
         re-hashes the files that exist; this catches those deleted, a whole plan directory with them.)"""
-        latest: dict[str, dict[str, Any]] = {}
+        latest: dict[str, Entry] = {}
         for entry in self.entries:
-            if entry["kind"] != "signers":  # a signers entry names a plan that has its own record
-                latest[entry["path"]] = entry
-        for path, entry in sorted(latest.items(), key=lambda item: item[1]["seq"]):
-            where = f"{self.path}: seq {entry['seq']}"
+            if entry.kind != "signers":  # a signers entry names a plan that has its own record
+                latest[entry.path] = entry
+        for path, entry in sorted(latest.items(), key=lambda item: item[1].seq):
+            where = f"{self.path}: seq {entry.seq}"
             link = symlink_on_path(self.root, path)
             if link is not None:
                 raise VerificationError(f"{where}: {path} is reached through the symlink {link}")
             file = self.root / path
             if file.is_file():
                 continue
-            if entry["kind"] == "bundle":
+            if isinstance(entry, BundleEntry):
                 raise VerificationError(
-                    f"{where}: run {entry.get('run_id', '?')} is recorded as bundled but {path} is missing "
+                    f"{where}: run {entry.run_id or '?'} is recorded as bundled but {path} is missing "
                     "from the checkout (restore the run directory; a signed run is kept with the ledger)"
                 )
             gone = file
@@ -191,7 +245,7 @@ class Ledger:
                 gone = gone.parent
             missing = path if gone == file else f"{path} (the whole directory {gone.relative_to(self.root)})"
             raise VerificationError(
-                f"{where}: {entry['kind']} of {path}: {missing} is missing from the checkout "
+                f"{where}: {entry.kind} of {path}: {missing} is missing from the checkout "
                 "(restore it from git; a sealed file is never deleted, only amended)"
             )
 
@@ -202,23 +256,23 @@ class Ledger:
         with hold(self.path.parent, f"ledger {self.path}", wait_s=LEDGER_WAIT_S):
             yield
 
-    def append(self, kind: str, path: str, sha256: str, note: str, **extra: Any) -> dict[str, Any]:
+    def append(self, kind: str, path: str, sha256: str, note: str, **extra: Any) -> Entry:
         """Append one entry durably (one write, fsync) under the ledger's lock; see `append_all`."""
         return self.append_all([(kind, path, sha256, note, extra)])[0]
 
-    def append_all(self, pending: list[Pending]) -> list[dict[str, Any]]:
+    def append_all(self, pending: list[Pending]) -> list[Entry]:
         """Append entries chained one after the other as ONE write (fsync) under the ledger's lock, so
         either all of them are in the ledger or none is (a seal: its companions and the plan). Never
         rewrites a line; cuts a torn last line first (`load`). Refuses if the file changed since this
         ledger was loaded (someone else appended); a failed write (a full disk) is cut back and
         raised as UnavailableError, the ledger as it was."""
-        entries: list[dict[str, Any]] = []
+        entries: list[Entry] = []
         head = self.head()
         for kind, path, sha256, note, extra in pending:
             entry = self._entry(len(self.entries) + len(entries) + 1, head, kind, path, sha256, note, extra)
             entries.append(entry)
-            head = entry["hash"]
-        data = b"".join(canonical_json(entry) + b"\n" for entry in entries)
+            head = entry.hash
+        data = b"".join(entry_bytes(entry) + b"\n" for entry in entries)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
         with self.locked(), open(self.path, "ab") as handle:
@@ -264,7 +318,7 @@ class Ledger:
             self.torn = max(0, os.fstat(handle.fileno()).st_size - self._size)
 
     def _entry(self, seq: int, prev: str, kind: str, path: str, sha256: str, note: str,
-               extra: dict[str, Any]) -> dict[str, Any]:
+               extra: dict[str, Any]) -> Entry:
         """One entry at `seq` after `prev`, its fields checked and its hash set."""
         if kind not in KINDS:
             raise BadInputError(f"unknown ledger entry kind {kind!r} (known: {', '.join(KINDS)})")
@@ -273,12 +327,13 @@ class Ledger:
         clash = set(extra) & set(BASE_FIELDS)
         if clash:
             raise BadInputError(f"extra fields {sorted(clash)} would overwrite the entry's own fields")
-        entry: dict[str, Any] = {
-            "seq": seq, "kind": kind, "path": check_relpath(path), "sha256": sha256, "prev": prev,
-            "time": utc_now(), "note": note, **extra,
-        }
-        entry["hash"] = entry_hash(entry)
-        return entry
+        unknown = set(extra) - set(REQUIRED_EXTRAS[kind]) - set(OPTIONAL_EXTRAS[kind])
+        missing = set(REQUIRED_EXTRAS[kind]) - set(extra)
+        if unknown or missing:
+            raise BadInputError(
+                f"a {kind} entry's extra fields: unknown {sorted(unknown)}, missing {sorted(missing)}"
+            )
+        return sealed_entry(seq, prev, kind, check_relpath(path), sha256, utc_now(), note, extra)
 
 
 def _is_torn(last: bytes) -> bool:
@@ -294,6 +349,12 @@ def _is_torn(last: bytes) -> bool:
     except ValueError:  # no complete value: the write stopped before the entry's end
         return True
     return False
+
+
+def write_entry_copy(path: Path, entry: Entry) -> None:
+    """Write one entry as its own JSON document (a run's copy of its plan's seal entry), atomically,
+    key-sorted like every JSON document the capsule writes."""
+    write_json_atomic(path, entry_record(entry))
 
 
 def verify_ledger(path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledger:
@@ -317,11 +378,10 @@ def verify_anchored(
     `anchor` (a git revision or a head hash; default `HEAD` inside a git checkout) still in place.
     What `capsule prereg verify` runs."""
     ledger = verify_ledger(path, root)
-    hashes = [str(entry["hash"]) for entry in ledger.entries]
-    return ledger, check_anchor(Path(path), Path(path).read_bytes(), hashes, anchor)
+    return ledger, check_anchor(Path(path), Path(path).read_bytes(), ledger.hashes(), anchor)
 
 
-def require_sealed(plan_path: Path, ledger_path: Path = DEFAULT_LEDGER) -> dict[str, Any]:
+def require_sealed(plan_path: Path, ledger_path: Path = DEFAULT_LEDGER) -> FileRecord:
     """Refuse (VerificationError, exit 3) unless the ledger verifies and the plan's current bytes, and
     its companions' (rationale, controls), match their latest records, and no amendment supersedes
     it. Returns the plan's latest record (seal / amend, or a later redact)."""
@@ -330,7 +390,7 @@ def require_sealed(plan_path: Path, ledger_path: Path = DEFAULT_LEDGER) -> dict[
     return check_sealed(ledger, plan_file(Path(plan_path)))
 
 
-def check_sealed(ledger: Ledger, plan_path: Path, plan_sha256: str | None = None) -> dict[str, Any]:
+def check_sealed(ledger: Ledger, plan_path: Path, plan_sha256: str | None = None) -> FileRecord:
     """`require_sealed` against an already loaded and verified ledger; `plan_sha256`: the hash of the
     plan bytes the caller read (and parsed), else the file is hashed here. Returns the latest record."""
     relative = ledger.relative(plan_path)
@@ -342,27 +402,24 @@ def check_sealed(ledger: Ledger, plan_path: Path, plan_sha256: str | None = None
         )
     if plan_sha256 is None:
         if not plan_path.is_file():
-            raise VerificationError(f"{relative}: sealed at seq {latest['seq']} but the file is missing")
+            raise VerificationError(f"{relative}: sealed at seq {latest.seq} but the file is missing")
         plan_sha256 = sha256_file(plan_path)
-    if plan_sha256 != latest["sha256"]:
+    if plan_sha256 != latest.sha256:
         raise VerificationError(
-            f"{relative}: sha256 {plan_sha256} does not match its seq {latest['seq']} record "
-            f"{latest['sha256']}; restore the sealed bytes or seal an amendment"
+            f"{relative}: sha256 {plan_sha256} does not match its seq {latest.seq} record "
+            f"{latest.sha256}; restore the sealed bytes or seal an amendment"
         )
     amended = ledger.superseded_by(relative)
     if amended is not None:
         raise VerificationError(
-            f"{relative}: superseded by {amended['path']} (amend, seq {amended['seq']}); run that plan"
+            f"{relative}: superseded by {amended.path} (amend, seq {amended.seq}); run that plan"
         )
-    record = next(
-        (e for e in reversed(ledger.entries) if e["path"] == relative and e["kind"] in ("seal", "amend")),
-        None,
-    )
-    if record is None:
-        raise VerificationError(f"{relative}: recorded at seq {latest['seq']} but never sealed as a plan")
-    for companion in sorted(record.get("companions") or {}):
+    records = ledger.plan_records(relative)
+    if not records:
+        raise VerificationError(f"{relative}: recorded at seq {latest.seq} but never sealed as a plan")
+    for companion in sorted(records[-1].companions or {}):
         companion_latest = ledger.latest_for(companion)
         file = ledger.root / companion
-        if companion_latest is None or not file.is_file() or sha256_file(file) != companion_latest["sha256"]:
+        if companion_latest is None or not file.is_file() or sha256_file(file) != companion_latest.sha256:
             raise VerificationError(f"{relative}: its sealed companion {companion} is missing or changed")
     return latest

@@ -7,17 +7,16 @@ from pathlib import Path
 
 from capsule.errors import BadInputError, CapsuleError
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import AmendEntry, SealEntry
 from capsule.prereg.loader import load_plan
-
-PLAN_KINDS = ("seal", "amend")
 
 
 def newest_plan(ledger: Ledger, model_name: str) -> str:
     """The repo-relative directory of the latest sealed or amended plan of `model_name` (its `[model]
     name` or hub repo) that no amendment supersedes; BadInputError when the ledger holds none."""
     for entry in reversed(ledger.entries):
-        path = str(entry.get("path", ""))
-        if entry.get("kind") not in PLAN_KINDS or not path.endswith("/plan.toml"):
+        path = entry.path
+        if not isinstance(entry, (SealEntry, AmendEntry)) or not path.endswith("/plan.toml"):
             continue
         if ledger.superseded_by(path) is not None:
             continue

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError, VerificationError
@@ -22,6 +21,7 @@ from capsule.jsonio import read_input_text
 from capsule.prereg.chain import symlink_on_path
 from capsule.prereg.control_kinds import control_kind
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, Pending
+from capsule.prereg.ledger_entries import AmendEntry, Entry, RedactEntry, SealEntry
 from capsule.prereg.loader import load_plan, parse_plan, plan_file
 from capsule.prereg.plan import Plan
 
@@ -68,15 +68,15 @@ def _record_companions(
         latest = ledger.latest_for(relative)
         if latest is None:
             pending.append(("seal", relative, digest, f"companion of {plan_rel}: {note}", {}))
-        elif latest["sha256"] != digest:
+        elif latest.sha256 != digest:
             if not amending:
                 raise BadInputError(
-                    f"{relative}: sealed at seq {latest['seq']} with other bytes; a sealed file "
+                    f"{relative}: sealed at seq {latest.seq} with other bytes; a sealed file "
                     "changes only through `capsule prereg amend`"
                 )
             pending.append((
                 "amend", relative, digest, f"companion of {plan_rel}: {note}",
-                {"of": relative, "of_sha256": latest["sha256"]},
+                {"of": relative, "of_sha256": latest.sha256},
             ))
         recorded[relative] = digest
     return recorded, pending
@@ -87,21 +87,21 @@ def _unchanged(ledger: Ledger, relative: str, digest: str, plan: Plan) -> bool:
     latest = ledger.latest_for(relative)
     if latest is None:
         return False
-    if latest["sha256"] != digest:
+    if latest.sha256 != digest:
         raise BadInputError(
-            f"{relative}: sealed at seq {latest['seq']} with other bytes (it was edited after "
+            f"{relative}: sealed at seq {latest.seq} with other bytes (it was edited after "
             "sealing); restore it, or copy it to a new file and seal that with `amend`"
         )
     for file in companions(plan):
         companion = ledger.latest_for(ledger.relative(file))
-        if companion is None or companion["sha256"] != sha256_file(file):
+        if companion is None or companion.sha256 != sha256_file(file):
             raise BadInputError(
                 f"{file}: changed since {relative} was sealed; restore it or seal an amendment"
             )
     return True
 
 
-def seal_plan(path: Path, note: str, ledger_path: Path = DEFAULT_LEDGER) -> list[dict[str, Any]]:
+def seal_plan(path: Path, note: str, ledger_path: Path = DEFAULT_LEDGER) -> list[Entry]:
     """Validate the plan, verify the ledger, and append its seal entries (none if already sealed as
     is): the companions' and the plan's entries in one write, decided and written under the ledger's
     lock, so a seal is all or nothing and two seals at once are one seal and one no-op."""
@@ -124,7 +124,7 @@ def seal_plan(path: Path, note: str, ledger_path: Path = DEFAULT_LEDGER) -> list
 
 def amend_plan(
     new_path: Path, old_path: Path, reason: str, ledger_path: Path = DEFAULT_LEDGER
-) -> list[dict[str, Any]]:
+) -> list[Entry]:
     """Seal `new_path` as an amendment of the sealed plan `old_path`; the new file must name the old
     one (`amends`) and give the same reason (`amend_reason`). All or nothing, under the ledger's
     lock, as `seal_plan`."""
@@ -136,7 +136,7 @@ def amend_plan(
         return _amend_locked(ledger, plan, old_path, reason)
 
 
-def _amend_locked(ledger: Ledger, plan: Plan, old_path: Path, reason: str) -> list[dict[str, Any]]:
+def _amend_locked(ledger: Ledger, plan: Plan, old_path: Path, reason: str) -> list[Entry]:
     new_rel, old_file = ledger.relative(Path(plan.path)), plan_file(Path(old_path))
     old_rel = ledger.relative(old_file)
     if new_rel == old_rel:
@@ -148,19 +148,19 @@ def _amend_locked(ledger: Ledger, plan: Plan, old_path: Path, reason: str) -> li
     if plan.amend_reason.strip() != reason.strip():
         raise BadInputError(f"{new_rel}: amend_reason in the file and --reason differ; make them the same")
     old = ledger.latest_for(old_rel)
-    if old is None or not _is_plan_record(ledger, old_rel):
+    if old is None or not ledger.is_plan(old_rel):
         raise BadInputError(f"{old_rel}: not a sealed plan; there is nothing to amend (use `seal`)")
-    if not old_file.is_file() or sha256_file(old_file) != old["sha256"]:
-        raise VerificationError(f"{old_rel}: its bytes no longer match seq {old['seq']}; restore it first")
+    if not old_file.is_file() or sha256_file(old_file) != old.sha256:
+        raise VerificationError(f"{old_rel}: its bytes no longer match seq {old.seq}; restore it first")
     newer = ledger.superseded_by(old_rel)
-    if newer is not None and newer["path"] != new_rel:
-        raise BadInputError(f"{old_rel}: already amended by {newer['path']} (seq {newer['seq']}); amend that")
+    if newer is not None and newer.path != new_rel:
+        raise BadInputError(f"{old_rel}: already amended by {newer.path} (seq {newer.seq}); amend that")
     _check_plain(ledger, [Path(plan.path), *companions(plan)])
     digest = sha256_file(Path(plan.path))
     if _unchanged(ledger, new_rel, digest, plan):
         return []
     recorded, pending = _record_companions(ledger, plan, reason, amending=True)
-    extra = {"of": old_rel, "of_sha256": old["sha256"], "companions": recorded}
+    extra = {"of": old_rel, "of_sha256": old.sha256, "companions": recorded}
     return ledger.append_all([*pending, ("amend", new_rel, digest, reason, extra)])
 
 
@@ -185,19 +185,16 @@ def _neutral(plan: Plan) -> Plan:
     )
 
 
-def _is_plan_record(ledger: Ledger, relative: str) -> bool:
-    return any(e["path"] == relative and "companions" in e for e in ledger.entries)
-
-
 def _is_control_input(ledger: Ledger, relative: str) -> bool:
-    return any(relative in (e.get("companions") or {}) for e in ledger.entries) and not relative.endswith(
-        "/" + RATIONALE
+    named = any(
+        isinstance(e, (SealEntry, AmendEntry)) and relative in (e.companions or {}) for e in ledger.entries
     )
+    return named and not relative.endswith("/" + RATIONALE)
 
 
 def redact_file(
     path: Path, token: str, replacement: str, reason: str, ledger_path: Path = DEFAULT_LEDGER
-) -> dict[str, Any]:
+) -> Entry:
     """Replace every occurrence of `token` in a sealed file with same-length `replacement` and record it."""
     old_b, new_b = token.encode("utf-8"), replacement.encode("utf-8")
     if not old_b or len(old_b) != len(new_b) or old_b == new_b:
@@ -212,11 +209,10 @@ def redact_file(
     redacted, offsets = data.replace(old_b, new_b), _offsets(data, old_b)
     latest = ledger.latest_for(relative)
     if (
-        latest
-        and latest["kind"] == "redact"
-        and sha256_bytes(data) == latest["sealed_sha256"]
-        and sha256_bytes(redacted) == latest["sha256"]
-        and offsets == latest["offsets"]
+        isinstance(latest, RedactEntry)
+        and sha256_bytes(data) == latest.sealed_sha256
+        and sha256_bytes(redacted) == latest.sha256
+        and offsets == latest.offsets
     ):
         write_bytes_atomic(Path(path), redacted)  # finish a redaction recorded but interrupted before writing
         ledger.verify()
@@ -232,7 +228,7 @@ def redact_file(
         raise BadInputError(
             f"{relative}: the token still occurs after substitution (overlapping); use a longer one"
         )
-    if _is_plan_record(ledger, relative):
+    if ledger.is_plan(relative):
         before = parse_plan(data.decode("utf-8"), Path(path))
         after = parse_plan(redacted.decode("utf-8"), Path(path))
         if _neutral(before) != _neutral(after):
@@ -244,7 +240,7 @@ def redact_file(
         relative,
         sha256_bytes(redacted),
         reason,
-        sealed_sha256=latest["sha256"],
+        sealed_sha256=latest.sha256,
         offsets=offsets,
         occurrences=len(offsets),
         token_bytes=len(old_b),
@@ -254,28 +250,28 @@ def redact_file(
     return entry
 
 
-def confirm_redaction(entry: dict[str, Any], original: bytes, current: bytes) -> None:
+def confirm_redaction(entry: RedactEntry, original: bytes, current: bytes) -> None:
     """Confirm a redact entry from the original bytes: they hash to the sealed hash, the current bytes to
     the recorded hash, and they differ only at the recorded offsets, by one token and one replacement."""
-    size, offsets = entry["token_bytes"], entry["offsets"]
-    if sha256_bytes(original) != entry["sealed_sha256"]:
-        raise VerificationError(f"seq {entry['seq']}: the original bytes do not hash to the sealed sha256")
-    if sha256_bytes(current) != entry["sha256"]:
-        raise VerificationError(f"seq {entry['seq']}: the current bytes do not hash to the recorded sha256")
+    size, offsets = entry.token_bytes, entry.offsets
+    if sha256_bytes(original) != entry.sealed_sha256:
+        raise VerificationError(f"seq {entry.seq}: the original bytes do not hash to the sealed sha256")
+    if sha256_bytes(current) != entry.sha256:
+        raise VerificationError(f"seq {entry.seq}: the current bytes do not hash to the recorded sha256")
     if (
-        len(original) != entry["file_bytes"]
+        len(original) != entry.file_bytes
         or len(current) != len(original)
-        or len(offsets) != entry["occurrences"]
+        or len(offsets) != entry.occurrences
     ):
-        raise VerificationError(f"seq {entry['seq']}: byte counts differ from the record")
+        raise VerificationError(f"seq {entry.seq}: byte counts differ from the record")
     tokens = {original[o : o + size] for o in offsets}
     replacements = {current[o : o + size] for o in offsets}
     if len(tokens) != 1 or len(replacements) != 1:
         raise VerificationError(
-            f"seq {entry['seq']}: the recorded offsets do not hold one token and one replacement"
+            f"seq {entry.seq}: the recorded offsets do not hold one token and one replacement"
         )
     rebuilt = original.replace(tokens.pop(), replacements.pop())
     if rebuilt != current:
         raise VerificationError(
-            f"seq {entry['seq']}: the substitution does not turn the original into the current file"
+            f"seq {entry.seq}: the substitution does not turn the original into the current file"
         )

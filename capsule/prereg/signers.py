@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_bytes, sha256_file
 from capsule.jsonio import read_input_bytes
-from capsule.prereg.chain import FILE_KINDS, SHA256_HEX
+from capsule.prereg.chain import SHA256_HEX
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
+from capsule.prereg.ledger_entries import Entry, SignersEntry
 from capsule.prereg.loader import plan_file, plan_signers
 
 KIND = "signers"
@@ -48,7 +48,7 @@ def _plan_bytes(ledger: Ledger, plan_path: str) -> bytes:
     if not file.is_file() or file.is_symlink():
         raise VerificationError(f"plan {plan_path} is not in the checkout at {ledger.root} as a plain file")
     data = read_input_bytes(file, "plan", error=VerificationError)
-    recorded = {e["sha256"] for e in ledger.entries if e["kind"] in FILE_KINDS and e["path"] == plan_path}
+    recorded = {e.sha256 for e in ledger.file_records(plan_path)}
     if sha256_bytes(data) not in recorded:
         raise VerificationError(f"plan {plan_path}: its bytes are none of the versions {ledger.path} records")
     return data
@@ -66,20 +66,20 @@ def trusted_signers(ledger: Ledger, plan_path: str, plan_bytes: bytes | None = N
         for fingerprint in plan_signers(data, Path(plan_path))
     }
     for entry in ledger.entries:
-        if entry["kind"] != KIND or entry["path"] != plan_path:
+        if not isinstance(entry, SignersEntry) or entry.path != plan_path:
             continue
-        for fingerprint in entry["fingerprints"]:
+        for fingerprint in entry.fingerprints:
             grants.setdefault(
                 fingerprint,
-                Grant(fingerprint, entry["seq"], f"added by signers entry {entry['seq']} ({entry['time']}): "
-                      f"{entry['note']}"),
+                Grant(fingerprint, entry.seq, f"added by signers entry {entry.seq} ({entry.time}): "
+                      f"{entry.note}"),
             )
     return grants
 
 
 def add_signers(
     plan: Path, fingerprints: list[str], reason: str, ledger_path: Path = DEFAULT_LEDGER
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[Entry | None, list[str]]:
     """Append one `signers` entry trusting `fingerprints` for the sealed plan `plan` (its plan.toml or
     directory); returns the entry (None if every key was already trusted) and the keys skipped as
     already trusted. The plan must be sealed and intact; the ledger must verify first."""
@@ -98,16 +98,16 @@ def add_signers(
     file = plan_file(Path(plan))
     relative = ledger.relative(file)
     latest = ledger.latest_for(relative)
-    if latest is None or not any(e["path"] == relative and "companions" in e for e in ledger.entries):
+    if latest is None or not ledger.is_plan(relative):
         raise BadInputError(f"{relative}: not a sealed plan in {ledger.path}; seal it first")
-    if not file.is_file() or sha256_file(file) != latest["sha256"]:
+    if not file.is_file() or sha256_file(file) != latest.sha256:
         raise VerificationError(
-            f"{relative}: its bytes no longer match seq {latest['seq']}; restore it first"
+            f"{relative}: its bytes no longer match seq {latest.seq}; restore it first"
         )
     already = trusted_signers(ledger, relative)
     new = list(dict.fromkeys(f for f in fingerprints if f not in already))
     skipped = sorted(set(fingerprints) & set(already))
     if not new:
         return None, skipped
-    entry = ledger.append(KIND, relative, latest["sha256"], reason.strip(), fingerprints=new)
+    entry = ledger.append(KIND, relative, latest.sha256, reason.strip(), fingerprints=new)
     return entry, skipped

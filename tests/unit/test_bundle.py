@@ -160,9 +160,9 @@ def test_bundle_entry_is_appended_to_the_ledger(study: Study) -> None:
     ledger = Ledger.load(study.ledger_path)
     ledger.verify()
     entry = ledger.entries[-1]
-    assert entry["kind"] == "bundle" and entry["run_id"] == "run-1"
-    assert entry["sha256"] == sha256_file(study.result.envelope_path) == study.result.envelope_sha256
-    assert entry["key_fingerprint"] == study.result.fingerprint
+    assert entry.kind == "bundle" and entry.run_id == "run-1"
+    assert entry.sha256 == sha256_file(study.result.envelope_path) == study.result.envelope_sha256
+    assert entry.key_fingerprint == study.result.fingerprint
     assert entry == study.result.ledger_entry
 
 

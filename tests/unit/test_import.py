@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ledger_rewrite import write_rechained
+from ledger_rewrite import read_entries, write_rechained
 from run_pair import as_if_run_for_real, copy_run, dry_run, new_root, sign
 
 from capsule.cli import cli
@@ -79,14 +79,14 @@ def test_import_appends_one_entry_then_verify_accepts_the_run_and_a_second_impor
     entry = after[-1]
     bundle = json.loads((run / "bundle.json").read_text())
     foreign = Ledger.load(their_ledger).entries[-1]
-    assert entry["kind"] == "import" and entry["sha256"] == sha256_file(run / "bundle.dsse.json")
-    assert entry["key_fingerprint"] == bundle["key"]["fingerprint"] == foreign["key_fingerprint"]
-    assert entry["foreign_entry"] == foreign["hash"] and entry["foreign_seq"] == foreign["seq"]
-    assert entry["path"] == (run / "bundle.dsse.json").relative_to(ours).as_posix()
+    assert entry.kind == "import" and entry.sha256 == sha256_file(run / "bundle.dsse.json")
+    assert entry.key_fingerprint == bundle["key"]["fingerprint"] == foreign.key_fingerprint
+    assert entry.foreign_entry == foreign.hash and entry.foreign_seq == foreign.seq
+    assert entry.path == (run / "bundle.dsse.json").relative_to(ours).as_posix()
     verify_ledger(ours / LEDGER)  # the new kind passes ledger verification
     verified = _invoke(ours, "verify", str(run))
     assert verified.exit_code == 0, verified.output + verified.stderr
-    assert f"bundle entry {entry['seq']}" in verified.stdout and "imported chain" in verified.stdout
+    assert f"bundle entry {entry.seq}" in verified.stdout and "imported chain" in verified.stdout
     size = (ours / LEDGER).stat().st_size
     again = _import(ours, run, their_ledger)
     assert again.exit_code == 0 and "nothing appended" in again.stdout
@@ -143,7 +143,7 @@ def test_a_failed_signature_is_refused(setup: tuple[Path, Path, Path]) -> None:
 def test_a_foreign_ledger_not_chaining_to_our_seal_is_refused(setup: tuple[Path, Path, Path]) -> None:
     ours, run, their_ledger = setup
     before = (ours / LEDGER).read_bytes()
-    entries = Ledger.load(their_ledger).entries
+    entries = read_entries(their_ledger)
     entries[0] = {**entries[0], "note": "another history"}
     write_rechained(their_ledger, entries)  # a valid chain that is not ours
     _refused(ours, _import(ours, run, their_ledger), 3, "does not chain to")
@@ -162,7 +162,7 @@ def test_a_foreign_ledger_without_the_runs_bundle_entry_is_refused(setup: tuple[
 def test_a_foreign_ledger_with_an_edited_entry_is_refused(setup: tuple[Path, Path, Path]) -> None:
     ours, run, their_ledger = setup
     before = (ours / LEDGER).read_bytes()
-    entries = Ledger.load(their_ledger).entries
+    entries = read_entries(their_ledger)
     entries[-1]["note"] = "edited"
     their_ledger.write_bytes(b"".join(canonical_json(e) + b"\n" for e in entries))
     _refused(ours, _import(ours, run, their_ledger), 3, "hash differs")
@@ -172,7 +172,7 @@ def test_a_foreign_ledger_with_an_edited_entry_is_refused(setup: tuple[Path, Pat
 def test_an_import_entry_naming_no_plan_record_breaks_the_chain(setup: tuple[Path, Path, Path]) -> None:
     ours, run, their_ledger = setup
     assert _import(ours, run, their_ledger).exit_code == 0
-    entries = Ledger.load(ours / LEDGER).entries
+    entries = read_entries(ours / LEDGER)
     entries[-1]["seal"] = entries[-1]["foreign_entry"]  # a hash that is no seal or amend of this ledger
     entries[-1]["hash"] = entry_hash(entries[-1])
     (ours / LEDGER).write_bytes(b"".join(canonical_json(e) + b"\n" for e in entries))

@@ -14,6 +14,7 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
 from capsule.prereg.chain import GENESIS, entry_hash
 from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
+from capsule.prereg.ledger_entries import entry_record
 from capsule.prereg.sealing import amend_plan, seal_plan
 
 
@@ -40,17 +41,15 @@ def test_append_links_and_hashes(repo: Path) -> None:
     (repo / "b.txt").write_text("beta")  # a bundle records another file: a sealed one only by amend
     ledger = Ledger.load(ledger_path(repo))
     first = ledger.append("seal", "a.txt", sha256_file(repo / "a.txt"), "first")
-    second = ledger.append(
-        "bundle", "b.txt", sha256_file(repo / "b.txt"), "second", ledger_head=first["hash"]
-    )
-    assert first["prev"] == GENESIS and second["prev"] == first["hash"]
-    assert second["hash"] == entry_hash(second) and second["seq"] == 2
-    assert first["time"].endswith("Z")
+    second = ledger.append("bundle", "b.txt", sha256_file(repo / "b.txt"), "second", run_id="r1")
+    assert first.prev == GENESIS and second.prev == first.hash
+    assert second.hash == entry_hash(entry_record(second)) and second.seq == 2
+    assert first.time.endswith("Z")
     lines = ledger_path(repo).read_bytes().split(b"\n")
-    assert lines[0] == canonical_json(first) and lines[2] == b""
+    assert lines[0] == canonical_json(entry_record(first)) and lines[2] == b""
     reloaded = Ledger.load(ledger_path(repo))
     reloaded.verify()
-    assert reloaded.head() == second["hash"] and reloaded.latest_for("a.txt") == first
+    assert reloaded.head() == second.hash and reloaded.latest_for("a.txt") == first
 
 
 def test_append_refuses_bad_input(repo: Path) -> None:
@@ -76,7 +75,7 @@ def test_file_change_names_its_entry(repo: Path) -> None:
     seal_plan(Path("prereg/smoke"), "seal", ledger_path(repo))
     rationale = repo / "prereg" / "smoke" / "rationale.md"
     rationale.write_text(rationale.read_text() + " ")
-    seq = Ledger.load(ledger_path(repo)).latest_for("prereg/smoke/rationale.md")["seq"]
+    seq = Ledger.load(ledger_path(repo)).latest_for("prereg/smoke/rationale.md").seq
     with pytest.raises(
         VerificationError, match=rf"seq {seq}: seal of prereg/smoke/rationale.md: file sha256"
     ):
@@ -109,7 +108,7 @@ def test_require_sealed_both_directions(repo: Path) -> None:
         require_sealed(plan, ledger_path(repo))
     seal_plan(plan, "seal", ledger_path(repo))
     record = require_sealed(plan, ledger_path(repo))
-    assert record["path"] == "prereg/smoke/plan.toml" and record["sha256"] == sha256_file(plan)
+    assert record.path == "prereg/smoke/plan.toml" and record.sha256 == sha256_file(plan)
     assert require_sealed(repo / "prereg" / "smoke", ledger_path(repo)) == record  # directory, absolute
     plan.write_bytes(plan.read_bytes().replace(b"max_new_tokens = 48", b"max_new_tokens = 64", 1))
     with pytest.raises(VerificationError):
@@ -140,7 +139,7 @@ def test_require_sealed_refuses_a_superseded_plan(repo: Path) -> None:
     amend_plan(new / "plan.toml", old, "typo", ledger_path(repo))
     with pytest.raises(VerificationError, match="superseded by prereg/smoke2/plan.toml"):
         require_sealed(old, ledger_path(repo))
-    assert require_sealed(new, ledger_path(repo))["kind"] == "amend"
+    assert require_sealed(new, ledger_path(repo)).kind == "amend"
     verify_ledger(ledger_path(repo))
 
 

@@ -89,7 +89,7 @@ def test_truncated_history_fails(repo: Path) -> None:
 
 
 def test_an_older_revision_and_a_head_hash_anchor(repo: Path) -> None:
-    first_head = Ledger.load(ledger_file(repo)).entries[1]["hash"]
+    first_head = Ledger.load(ledger_file(repo)).entries[1].hash
     add_signers(Path("prereg/smoke"), ["cd" * 32], "a second key", ledger_file(repo))
     commit_all(repo, "second key")
     assert verify("--anchor", "HEAD~1").exit_code == 0

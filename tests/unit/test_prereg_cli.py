@@ -80,13 +80,13 @@ def test_amend_round_trip(repo: Path) -> None:
     entries = Ledger.load(Path("prereg/ledger.jsonl")).entries
     amend = entries[-1]
     assert (
-        amend["kind"] == "amend"
-        and amend["of"] == "prereg/smoke/plan.toml"
-        and amend["note"] == "use 40 new tokens"
+        amend.kind == "amend"
+        and amend.of == "prereg/smoke/plan.toml"
+        and amend.note == "use 40 new tokens"
     )
-    assert entries[2]["path"] == "prereg/smoke/plan.toml"  # the old entry stays
+    assert entries[2].path == "prereg/smoke/plan.toml"  # the old entry stays
     assert run("verify").exit_code == 0
-    assert require_sealed(new)["seq"] == amend["seq"]
+    assert require_sealed(new).seq == amend.seq
 
 
 def test_amend_refuses_unsealed_or_mismatched(repo: Path) -> None:
@@ -111,20 +111,20 @@ def test_redaction_round_trip(repo: Path) -> None:
     assert run("verify").exit_code == 0
     entry = Ledger.load(Path("prereg/ledger.jsonl")).entries[-1]
     current = rationale.read_bytes()
-    assert entry["sealed_sha256"] == sha256_bytes(original) and entry["sha256"] == sha256_bytes(current)
+    assert entry.sealed_sha256 == sha256_bytes(original) and entry.sha256 == sha256_bytes(current)
     assert (
-        entry["occurrences"] == 1
-        and entry["token_bytes"] == len(token)
-        and entry["file_bytes"] == len(original)
+        entry.occurrences == 1
+        and entry.token_bytes == len(token)
+        and entry.file_bytes == len(original)
     )
     confirm_redaction(entry, original, current)
     saved = repo / "original.md"
     saved.write_bytes(original)
-    confirmed = run("confirm-redaction", str(saved), "--seq", str(entry["seq"]))
+    confirmed = run("confirm-redaction", str(saved), "--seq", str(entry.seq))
     assert confirmed.exit_code == 0 and "confirmed" in confirmed.output
     saved.write_bytes(original.replace(b"wiring", b"wirinG"))
-    assert run("confirm-redaction", str(saved), "--seq", str(entry["seq"])).exit_code == 3
-    assert require_sealed(Path("prereg/smoke"))["kind"] == "seal"  # the plan itself is untouched
+    assert run("confirm-redaction", str(saved), "--seq", str(entry.seq)).exit_code == 3
+    assert require_sealed(Path("prereg/smoke")).kind == "seal"  # the plan itself is untouched
 
 
 def test_redaction_refusals(repo: Path) -> None:
@@ -148,7 +148,7 @@ def test_redaction_refusals(repo: Path) -> None:
     assert description.exit_code == 0, description.output  # free text may be redacted
     comment = run("redact", plan, "--token", "first try", "--with", "first TRY", "--reason", "free text only")
     assert comment.exit_code == 0, comment.output
-    assert require_sealed(Path(plan))["kind"] == "redact"
+    assert require_sealed(Path(plan)).kind == "redact"
     assert run("verify").exit_code == 0
 
 

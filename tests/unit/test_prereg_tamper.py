@@ -44,18 +44,18 @@ def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     ledger = verify_ledger(repo_root / "prereg" / "ledger.jsonl")
     for study in PLANS:
         record = require_sealed(repo_root / "prereg" / study, repo_root / "prereg" / "ledger.jsonl")
-        assert record["kind"] in ("seal", "amend") and set(record["companions"]) == {
+        assert record.kind in ("seal", "amend") and set(record.companions) == {
             f"prereg/{study}/rationale.md",
             f"prereg/{study}/controls/compliant.jsonl",
         }
     superseded = ledger.superseded_by("prereg/smollm2-135m/plan.toml")
-    assert superseded is not None and superseded["path"] == "prereg/smollm2-135m-v2/plan.toml"
-    first_bundle = next((e["seq"] for e in ledger.entries if e["kind"] == "bundle"), None)
-    amended = superseded["seq"]
+    assert superseded is not None and superseded.path == "prereg/smollm2-135m-v2/plan.toml"
+    first_bundle = next((e.seq for e in ledger.entries if e.kind == "bundle"), None)
+    amended = superseded.seq
     assert first_bundle is None or first_bundle > amended  # the amendment precedes any result
     again = ledger.superseded_by("prereg/smollm2-135m-v2/plan.toml")
-    assert again is not None and again["path"] == "prereg/smollm2-135m-v3/plan.toml"
-    assert {entry["kind"] for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers", "import"}
+    assert again is not None and again.path == "prereg/smollm2-135m-v3/plan.toml"
+    assert {entry.kind for entry in ledger.entries} <= {"seal", "amend", "bundle", "signers", "import"}
 
 
 def test_copy_verifies_unmodified(copy_root: Path) -> None:
@@ -67,11 +67,11 @@ def _targets(root: Path) -> dict[Path, int | None]:
     ledger = Ledger.load(root / "prereg" / "ledger.jsonl")
     targets: dict[Path, int | None] = {root / "prereg" / "ledger.jsonl": None}
     for entry in ledger.entries:
-        if entry["kind"] in ("bundle", "import"):  # a run's envelope: `capsule verify RUN` checks it
+        if entry.kind in ("bundle", "import"):  # a run's envelope: `capsule verify RUN` checks it
             continue
-        latest = ledger.latest_for(entry["path"])
+        latest = ledger.latest_for(entry.path)
         assert latest is not None
-        targets[root / entry["path"]] = latest["seq"]
+        targets[root / entry.path] = latest.seq
     return targets
 
 
@@ -164,5 +164,5 @@ def test_cli_verify_exit_codes(copy_root: Path, monkeypatch: pytest.MonkeyPatch)
         bad = runner.invoke(cli, ["prereg", "verify"])
     finally:
         plan.write_bytes(original)
-    seq = Ledger.load(copy_root / "prereg" / "ledger.jsonl").latest_for("prereg/smoke/plan.toml")["seq"]
+    seq = Ledger.load(copy_root / "prereg" / "ledger.jsonl").latest_for("prereg/smoke/plan.toml").seq
     assert bad.exit_code == 3 and f"seq {seq}: seal of prereg/smoke/plan.toml" in bad.output

@@ -96,7 +96,7 @@ def test_a_bundled_run_missing_from_the_checkout_fails(
     study = bundled_study(tmp_path, monkeypatch)
     assert verify().exit_code == 0, verify().output
     shutil.rmtree(study.run_dir)
-    seq = study.result.ledger_entry["seq"] if study.result.ledger_entry else None
+    seq = study.result.ledger_entry.seq if study.result.ledger_entry else None
     refused(verify(), f"seq {seq}: run run-1 is recorded as bundled", "missing from the checkout")
 
 

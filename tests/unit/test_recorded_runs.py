@@ -31,7 +31,7 @@ def _tree_digests(root: Path) -> dict[str, str]:
 def test_the_ledger_answers_which_entries_record_a_run() -> None:
     ledger = Ledger.load(REPO / "prereg" / "ledger.jsonl", REPO)
     (imported,) = ledger.run_entries(IMPORTED_RUN)
-    assert imported["kind"] == "import" and ledger.records_run(IMPORTED_RUN)
+    assert imported.kind == "import" and ledger.records_run(IMPORTED_RUN)
     assert not ledger.records_run("20990101T000000Z-00000000")
 
 

@@ -14,6 +14,7 @@ from capsule.cli import cli
 from capsule.evidence.signing import fingerprint_of, generate_keypair, load_signing_key
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import BundleEntry
 from capsule.report import document as report_module
 
 
@@ -35,10 +36,9 @@ def signed_run(repo_copy: Path) -> Path:
     return run
 
 
-def _bundle_entries(run: Path) -> list[dict[str, object]]:
+def _bundle_entries(run: Path) -> list[BundleEntry]:
     """This run's bundle entries (the copied real ledger may hold other runs')."""
-    entries = Ledger.load(Path("prereg/ledger.jsonl")).entries
-    return [e for e in entries if e["kind"] == "bundle" and e.get("run_id") == run.name]
+    return Ledger.load(Path("prereg/ledger.jsonl")).bundle_entries(run.name)
 
 
 def _resign(run: Path) -> object:
@@ -75,9 +75,9 @@ def test_new_rendering_is_resigned_and_verifies(signed_run: Path, monkeypatch: p
     assert (signed_run / "RESULTS.md").read_text().endswith("A better sentence.\n")
     assert (signed_run / "analysis.json").read_bytes() == analysis
     first, second = _bundle_entries(signed_run)
-    assert first["run_id"] == second["run_id"] and first["seq"] < second["seq"]
+    assert first.run_id == second.run_id and first.seq < second.seq
     verified = CliRunner().invoke(cli, ["verify", str(signed_run)])
-    assert verified.exit_code == 0 and f"bundle entry {second['seq']}" in verified.output
+    assert verified.exit_code == 0 and f"bundle entry {second.seq}" in verified.output
 
 
 def test_tampered_run_is_never_resigned(signed_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,8 +24,7 @@ POINTS = RESIGN_POINTS + tuple(p for p in SIGNING_POINTS if p not in ("before-re
 
 
 def _bundle_entries(run: Path) -> int:
-    entries = Ledger.load(Path("prereg/ledger.jsonl")).entries
-    return sum(1 for e in entries if e["kind"] == "bundle" and e.get("run_id") == run.name)
+    return len(Ledger.load(Path("prereg/ledger.jsonl")).bundle_entries(run.name))
 
 
 @pytest.fixture()

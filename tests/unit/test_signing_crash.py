@@ -14,13 +14,13 @@ from fake_plan import PLAN_DIR, PLAN_NAME, capsule_process, write_and_seal_fake_
 from capsule.cli import cli
 from capsule.faults import KILL_AT_ENV, SIGNING_POINTS
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import BundleEntry
 
 REPRODUCE = ["reproduce", "--no-progress", "--plan", str(PLAN_DIR)]
 
 
-def _bundle_entries(run_id: str) -> list[dict[str, object]]:
-    entries = Ledger.load(Path("prereg/ledger.jsonl")).entries
-    return [e for e in entries if e["kind"] == "bundle" and e.get("run_id") == run_id]
+def _bundle_entries(run_id: str) -> list[BundleEntry]:
+    return Ledger.load(Path("prereg/ledger.jsonl")).bundle_entries(run_id)
 
 
 def _killed_at(point: str, root: Path) -> Path:

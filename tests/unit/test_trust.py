@@ -67,11 +67,11 @@ def test_signers_command_appends_one_sealed_entry(repo: Path) -> None:
     assert result.exit_code == 0, result.output
     ledger = Ledger.load(Path("prereg/ledger.jsonl"))
     entry = ledger.entries[-1]
-    assert entry["kind"] == "signers" and entry["path"] == "prereg/smoke/plan.toml"
-    assert entry["fingerprints"] == [KEY_A, KEY_B] and entry["note"] == "the lab's two keys"
-    assert entry["sha256"] == ledger.latest_for("prereg/smoke/plan.toml")["sha256"]  # type: ignore[index]
+    assert entry.kind == "signers" and entry.path == "prereg/smoke/plan.toml"
+    assert entry.fingerprints == [KEY_A, KEY_B] and entry.note == "the lab's two keys"
+    assert entry.sha256 == ledger.latest_for("prereg/smoke/plan.toml").sha256  # type: ignore[union-attr]
     grants = trusted_signers(ledger, "prereg/smoke/plan.toml")
-    assert set(grants) == {KEY_A, KEY_B} and grants[KEY_A].seq == entry["seq"]
+    assert set(grants) == {KEY_A, KEY_B} and grants[KEY_A].seq == entry.seq
     again = signers("prereg/smoke", "--add", KEY_A, "--reason", "again")
     assert again.exit_code == 0 and "already trusted" in again.output
     assert len(Ledger.load(Path("prereg/ledger.jsonl")).entries) == len(ledger.entries)
