@@ -261,8 +261,8 @@ def test_5e_a_sealed_plan_is_never_re_recorded_but_by_an_amend_of_another_path(r
     extra: dict[str, object] = {
         "bundle": {"run_id": "x"},
         "import": {"run_id": "x", "key_fingerprint": "ab" * 32, "foreign_entry": "cd" * 32, "foreign_seq": 1,
-                   "foreign_start_seq": 1, "seal": latest["hash"]},
-        "amend": {"of": V2_PLAN, "of_sha256": latest["sha256"]},
+                   "foreign_start_seq": 1, "seal": latest.hash},
+        "amend": {"of": V2_PLAN, "of_sha256": latest.sha256},
     }[kind]
     ledger = Ledger.load(repo / "prereg" / "ledger.jsonl")
     ledger.append(kind, V2_PLAN, sha256_file(plan), "re-record", **extra)
