@@ -18,6 +18,7 @@ from capsule.artifacts.embedded_model import fetch_model
 from capsule.artifacts.hub import fetch_hub_model
 from capsule.artifacts.model_store import model_store_dir, resolve_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
+from capsule.commands.options import plan_option
 from capsule.errors import BadInputError
 from capsule.prereg.loader import load_plan
 
@@ -41,10 +42,7 @@ def _fetch_plan_model(plan_path: Path, model_dir: Path | None) -> str:
     "--prompts", "prompts_path", type=click.Path(path_type=Path), default=None,
     help="Use this IFEval input_data.jsonl (verified by sha256) instead of fetching one.",
 )
-@click.option(
-    "--plan", "plan_path", type=click.Path(path_type=Path), default=None,
-    help="Fetch this plan's model (a hub model at its pinned revision) instead of the embedded one.",
-)
+@plan_option("Fetch this plan's model (a hub model at its pinned revision) instead of the embedded one.")
 @click.option(
     "--model-dir", type=click.Path(path_type=Path), default=None,
     help="With --plan: the model's directory (default $CAPSULE_MODELS/<repo name>).",
