@@ -1,9 +1,16 @@
 """`capsule generate`: one arm of a sealed plan, or an ad-hoc arm with no plan, into a run directory
-(`capsule.pipeline.generate` opens or resumes it and generates the arm)."""
+(`capsule.pipeline.generate` opens or resumes it and generates the arm).
+
+Each option is declared once, here: its parameter is named as its field of
+`capsule.pipeline.generate.GenerateRequest` or, for an ad-hoc arm's settings,
+`capsule.prereg.adhoc.AdhocOptions` (`--no-progress` is the one inverted, into `progress`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,9 +22,8 @@ from capsule.prereg.adhoc import AdhocOptions
 from capsule.prereg.backend_specs import BACKENDS
 
 # The options that describe an ad-hoc arm (click parameter names); with --plan they are refused.
-ADHOC_OPTIONS = (
-    "backend", "dtype", "batch_size", "max_new_tokens", "keys_text", "first", "seed", "batch_order", "name"
-)
+ADHOC_SETTINGS = tuple(field.name for field in dataclasses.fields(AdhocOptions))
+ADHOC_OPTIONS = (*ADHOC_SETTINGS, "keys_text", "first")
 
 
 def _refuse_adhoc_options(ctx: click.Context) -> None:
@@ -80,41 +86,12 @@ def _refuse_adhoc_options(ctx: click.Context) -> None:
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @endpoint_options
-def generate(
-    plan_path: Path | None,
-    arm_name: str | None,
-    out_dir: Path | None,
-    model_dir: Path | None,
-    backend: str,
-    dtype: str,
-    batch_size: int,
-    max_new_tokens: int,
-    keys_text: str | None,
-    first: int | None,
-    seed: int,
-    batch_order: str,
-    name: str,
-    dry_run: bool,
-    no_progress: bool,
-    endpoint: str | None,
-    endpoint_key_env: str,
-) -> None:
+def generate(no_progress: bool, **given: Any) -> None:
     """Generate one arm into a run directory: `--plan P --arm A`, or ad hoc (greedy) from the options."""
-    if plan_path is not None and arm_name:
+    if given["plan_path"] is not None and given["arm_name"]:
         _refuse_adhoc_options(click.get_current_context())
-    request = GenerateRequest(
-        plan_path=plan_path,
-        arm_name=arm_name,
-        adhoc=AdhocOptions(name, backend, dtype, batch_size, batch_order, seed, max_new_tokens),
-        keys_text=keys_text,
-        first=first,
-        model_dir=model_dir,
-        dry_run=dry_run,
-        out_dir=out_dir,
-        progress=not no_progress,
-        endpoint=endpoint,
-        endpoint_key_env=endpoint_key_env,
-    )
+    adhoc = AdhocOptions(**{name: given.pop(name) for name in ADHOC_SETTINGS})
+    request = GenerateRequest(adhoc=adhoc, progress=not no_progress, **given)
     result = generate_one(request, lambda line: click.echo(line, err=True))
     state = "complete" if result.complete else f"partial ({result.reason})"
     click.echo(
