@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from capsule.errors import BadInputError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.prereg.default_plan import default_plan
 from capsule.prereg.ledger import DEFAULT_LEDGER
@@ -26,6 +27,23 @@ Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 LEDGER_HELP = "The hash-chain ledger plans are sealed in; entry paths are relative to its grandparent."
 
 
+class LedgerFile(click.Path):
+    """A ledger file's path: it need not exist (an absent ledger is an empty one), but a directory is
+    refused before the command starts, in one `Error:` line (exit 2) that every command shares."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, or BadInputError when it names a directory."""
+        if Path(value).is_dir():
+            flag = param.opts[0] if param is not None else "--ledger"
+            raise BadInputError(
+                f"ledger {value} is not a file (a directory); give {flag} the path of ledger.jsonl"
+            )
+        return super().convert(value, param, ctx)
+
+
 def ledger_option(
     help: str = LEDGER_HELP, *, flag: str = "--ledger", name: str = "ledger_path", required: bool = False
 ) -> Decorator:
@@ -34,7 +52,7 @@ def ledger_option(
     return click.option(
         flag,
         name,
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=LedgerFile(),
         default=None if required else DEFAULT_LEDGER,
         required=required,
         show_default=not required,
