@@ -6,7 +6,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.capsule-installed
-PLAN   ?= prereg/smollm2-135m-v3
+# The embedded default plan is stated once, in capsule/prereg/default_plan.txt (capsule reads it too).
+PLAN   ?= $(shell cat capsule/prereg/default_plan.txt)
 GPU_PLAN ?= prereg/agents-a1-4b-v3
 # `make all PLAN=...` runs that plan; without PLAN on the command line, `make all` runs the GPU study.
 ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU_PLAN))

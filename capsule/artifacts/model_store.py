@@ -10,9 +10,11 @@ when the directory has one; any difference is a VerificationError and nothing is
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from capsule.artifacts.embedded_model import MODEL_RECORD, fetch_model, verify_model_dir
+from capsule.artifacts.hub import fetch_hub_model
 from capsule.artifacts.model_files import pinned_paths
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import sha256_file
@@ -73,3 +75,16 @@ def resolve_model_dir(model: Model, model_dir: Path | None = None) -> Path:
         raise BadInputError(f"model {model.name!r}: the plan pins no model.files sha256s")
     verify_pinned_files(directory, model.files)
     return directory
+
+
+def fetch_plan_model(model: Model, model_dir: Path | None, say: Callable[[str], None]) -> str:
+    """Fetch (hub: at the pinned revision, into its store directory) or verify (embedded, path) a
+    plan's model; one line saying what was done (`capsule fetch model --plan`)."""
+    if model.source == "hub":
+        target = model_store_dir(model, model_dir)
+        downloaded = fetch_hub_model(model, target, say=say)
+        verified = resolve_model_dir(model, target)
+        how = f"downloaded {len(downloaded)} file(s) at {model.revision}" if downloaded else "already present"
+        return f"model: {verified} ({model.repo}, {how}; every pinned sha256 verified)"
+    directory = resolve_model_dir(model, model_dir)
+    return f"model: {directory} (source {model.source}; every pinned sha256 verified)"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.options import ledger_option
 from capsule.errors import VerificationError
-from capsule.prereg.ledger import DEFAULT_LEDGER
 from capsule.report.numbers import check_files
 
 
@@ -22,11 +22,7 @@ from capsule.report.numbers import check_files
     help="Check every one-run region against this run (default: each marker's own run=, relative to "
     "its file).",
 )
-@click.option(
-    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_LEDGER, show_default=True,
-    help="The ledger a comparison region's two runs are verified against (where it records them).",
-)
+@ledger_option("The ledger a comparison region's two runs are verified against (where it records them).")
 def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Path) -> None:
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare it whole:
     numbers and verdicts one by one, then every word; any drift exits 3 with the line, what was found

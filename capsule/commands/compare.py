@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from capsule.prereg.ledger import DEFAULT_LEDGER
+from capsule.commands.options import ledger_option
 
 
 def _relative(run: Path, out: Path) -> str:
@@ -21,11 +21,7 @@ def _relative(run: Path, out: Path) -> str:
 @click.argument("run_a", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("run_b", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON instead of Markdown.")
-@click.option(
-    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_LEDGER, show_default=True,
-    help="This repository's ledger: a run it records is verified against it too.",
-)
+@ledger_option("This repository's ledger: a run it records is verified against it too.")
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help="Write the comparison to this new Markdown file between capsule:numbers markers, so "

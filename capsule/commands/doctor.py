@@ -6,18 +6,17 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.options import plan_option, results_option
 from capsule.prereg.loader import load_plan
 
 
 @click.command()
-@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=Path("prereg/smollm2-135m-v3"),
-              show_default=True, help="Plan directory (or its plan.toml).")
+@plan_option("Plan directory (or its plan.toml).", embedded_default=True)
 @click.option("--model-dir", type=click.Path(path_type=Path), default=None,
               help="Local model directory (hub models); default $CAPSULE_MODELS/<repo name>.")
 @click.option("--prompts", "prompts_path", type=click.Path(path_type=Path), default=None,
               help="Your own IFEval input_data.jsonl instead of the cached one.")
-@click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
-              show_default=True, help="Where runs will be written (its free disk space is checked).")
+@results_option("Where runs will be written (its free disk space is checked).")
 @click.pass_context
 def doctor(ctx: click.Context, plan_path: Path, model_dir: Path | None, prompts_path: Path | None,
            results_root: Path) -> None:

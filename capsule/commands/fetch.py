@@ -15,24 +15,11 @@ import click
 
 from capsule.artifacts.cache import cache_dir
 from capsule.artifacts.embedded_model import fetch_model
-from capsule.artifacts.hub import fetch_hub_model
-from capsule.artifacts.model_store import model_store_dir, resolve_model_dir
+from capsule.artifacts.model_store import fetch_plan_model
 from capsule.artifacts.pinned_prompts import fetch_prompts
+from capsule.commands.options import plan_option
 from capsule.errors import BadInputError
 from capsule.prereg.loader import load_plan
-
-
-def _fetch_plan_model(plan_path: Path, model_dir: Path | None) -> str:
-    """Fetch (hub) or verify (embedded, path) the plan's model; one line saying what was done."""
-    model = load_plan(plan_path).model
-    if model.source == "hub":
-        target = model_store_dir(model, model_dir)
-        downloaded = fetch_hub_model(model, target, say=lambda line: click.echo(line, err=True))
-        verified = resolve_model_dir(model, target)
-        how = f"downloaded {len(downloaded)} file(s) at {model.revision}" if downloaded else "already present"
-        return f"model: {verified} ({model.repo}, {how}; every pinned sha256 verified)"
-    directory = resolve_model_dir(model, model_dir)
-    return f"model: {directory} (source {model.source}; every pinned sha256 verified)"
 
 
 @click.command()
@@ -41,10 +28,7 @@ def _fetch_plan_model(plan_path: Path, model_dir: Path | None) -> str:
     "--prompts", "prompts_path", type=click.Path(path_type=Path), default=None,
     help="Use this IFEval input_data.jsonl (verified by sha256) instead of fetching one.",
 )
-@click.option(
-    "--plan", "plan_path", type=click.Path(path_type=Path), default=None,
-    help="Fetch this plan's model (a hub model at its pinned revision) instead of the embedded one.",
-)
+@plan_option("Fetch this plan's model (a hub model at its pinned revision) instead of the embedded one.")
 @click.option(
     "--model-dir", type=click.Path(path_type=Path), default=None,
     help="With --plan: the model's directory (default $CAPSULE_MODELS/<repo name>).",
@@ -59,7 +43,8 @@ def fetch(what: str, prompts_path: Path | None, plan_path: Path | None, model_di
         click.echo(f"prompts: {fetched.path} (source: {fetched.source}, sha256 verified)")
     if what in ("model", "all"):
         if plan_path is not None:
-            click.echo(_fetch_plan_model(plan_path, model_dir))
+            model = load_plan(plan_path).model
+            click.echo(fetch_plan_model(model, model_dir, lambda line: click.echo(line, err=True)))
         else:
             directory, source = fetch_model()
             click.echo(f"model: {directory} (source: {source}, every file's sha256 verified)")

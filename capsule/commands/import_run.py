@@ -6,20 +6,15 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.options import ledger_option
 from capsule.errors import printable
-from capsule.prereg.ledger import DEFAULT_LEDGER
 
 
 @click.command(name="import")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--ledger", "foreign_ledger", type=click.Path(dir_okay=False, path_type=Path), required=True,
-    help="The other machine's ledger.jsonl, the one its run was chained in.",
-)
-@click.option(
-    "--into", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_LEDGER, show_default=True, help="This repository's ledger, appended to.",
-)
+@ledger_option("The other machine's ledger.jsonl, the one its run was chained in.", name="foreign_ledger",
+               required=True)
+@ledger_option("This repository's ledger, appended to.", flag="--into")
 @click.option("--note", default="", help="Free text for the import entry [default: says where it came from].")
 def import_run(run_dir: Path, foreign_ledger: Path, ledger_path: Path, note: str) -> None:
     """Verify a run from another machine and its ledger up to the shared seal, then append one

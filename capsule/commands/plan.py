@@ -6,16 +6,13 @@ from pathlib import Path
 
 import click
 
-from capsule.commands.ledger_option import LEDGER_OPTION
-from capsule.errors import BadInputError, CapsuleError, VerificationError
-from capsule.pipeline.new_plan import NewPlanRequest, new_plan
-from capsule.prereg.cost_lines import cost_lines, device_lines
-from capsule.prereg.devices import DeviceTable, device_table, match_device
-from capsule.prereg.ledger import require_sealed
-from capsule.prereg.loader import load_plan
+from capsule.authoring.cost_lines import device_lines
+from capsule.authoring.devices import device_table
+from capsule.authoring.new_plan import NewPlanRequest, new_plan
+from capsule.authoring.pricing import plan_cost_lines
+from capsule.commands.options import ledger_option
+from capsule.errors import BadInputError
 from capsule.prereg.metrics import ALL_METRICS
-from capsule.prereg.response_lengths import length_models
-from capsule.prereg.sizing import estimate_plan
 
 
 @click.group()
@@ -112,55 +109,11 @@ def new(
     )
 
 
-def host_device(table: DeviceTable) -> str:
-    """The table's device this host matches (its first GPU by NVML name, else its CPU by ISA flag)."""
-    from capsule.machine.gpu import probe_gpus  # NVML: only when no --gpu is given
-    from capsule.machine.host import probe_cpu
-
-    gpus = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
-    cpu = probe_cpu()
-    flags = {flag for flag, present in cpu["isa"].items() if present}
-    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags)
-    if device is None:
-        raise BadInputError(
-            f"this host matches no device of the throughput table (GPUs: {gpus or 'none'}); "
-            "name one with --gpu (`--gpu help` lists them)"
-        )
-    return device.name
-
-
-def gpu_cost_lines(plan_path: Path, ledger_path: Path) -> list[str]:
-    """What `capsule reproduce` prints before the first arm on a host with a GPU: the plan's cost on
-    that GPU (or one line saying why it cannot be estimated); nothing on a host without one."""
-    from capsule.machine.gpu import probe_gpus
-
-    if not probe_gpus()["gpus"]:
-        return []
-    try:
-        return plan_cost_lines(plan_path, ledger_path, None, 1)
-    except CapsuleError as error:
-        return [f"cost: not estimated ({error})"]
-
-
-def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int) -> list[str]:
-    """`capsule plan cost`'s lines for a sealed plan on device `gpu` (default: this host's).
-    An unsealed or malformed plan, or an unknown device, is bad input (exit 2)."""
-    table = device_table()
-    device = table.device(gpu if gpu is not None else host_device(table))
-    try:
-        require_sealed(plan_path, ledger_path)
-    except VerificationError as error:
-        raise BadInputError(f"{error}; `capsule plan cost` prices sealed plans only") from error
-    plan = load_plan(plan_path)
-    estimate = estimate_plan(plan, table, device, length_models())
-    return cost_lines(estimate, str(plan_path), lanes)
-
-
 @plan.command("cost")
 @click.argument("plan_path", metavar="PLAN", type=click.Path(path_type=Path), required=False)
 @click.option("--gpu", default=None, help="Device to price on (default: this host's); `--gpu help`: all.")
 @click.option("--lanes", type=int, default=1, show_default=True, help="Arms run side by side.")
-@LEDGER_OPTION
+@ledger_option()
 def cost(plan_path: Path | None, gpu: str | None, lanes: int, ledger_path: Path) -> None:
     """Print what a sealed PLAN costs on a device: per arm, tokens expected and at most, throughput,
     minutes; then the total, sequential and with lanes, and every figure's source."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from capsule.commands.ledger_option import LEDGER_OPTION
+from capsule.commands.options import ledger_option
 from capsule.errors import BadInputError, printable
 from capsule.prereg.ledger import Ledger, verify_anchored, verify_ledger
 from capsule.prereg.ledger_entries import RedactEntry
@@ -14,8 +14,6 @@ from capsule.prereg.ledger_entries import entry_line as _show
 from capsule.prereg.newest import newest_plan
 from capsule.prereg.sealing import amend_plan, confirm_redaction, redact_file, seal_plan
 from capsule.prereg.signers import add_signers
-
-_LEDGER = LEDGER_OPTION
 
 
 @click.group()
@@ -26,7 +24,7 @@ def prereg() -> None:
 @prereg.command()
 @click.argument("plan", type=click.Path(path_type=Path))
 @click.option("--note", required=True, help="What is sealed and why (recorded in the entry).")
-@_LEDGER
+@ledger_option()
 def seal(plan: Path, note: str, ledger_path: Path) -> None:
     """Validate PLAN (plan.toml or its directory) and seal it with its rationale and controls files."""
     entries = seal_plan(plan, note, ledger_path)
@@ -42,7 +40,7 @@ def seal(plan: Path, note: str, ledger_path: Path) -> None:
     "--of", "old_plan", type=click.Path(path_type=Path), required=True, help="The sealed plan it amends."
 )
 @click.option("--reason", required=True, help="Why (must equal the new file's amend_reason).")
-@_LEDGER
+@ledger_option()
 def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> None:
     """Seal NEW_PLAN as an amendment of a sealed plan; the old entry stays."""
     entries = amend_plan(new_plan, old_plan, reason, ledger_path)
@@ -57,7 +55,7 @@ def amend(new_plan: Path, old_plan: Path, reason: str, ledger_path: Path) -> Non
 @click.option("--token", required=True, help="The text to remove.")
 @click.option("--with", "replacement", required=True, help="Same-length (in UTF-8 bytes) replacement.")
 @click.option("--reason", required=True, help="Why the bytes are redacted (recorded).")
-@_LEDGER
+@ledger_option()
 def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: Path) -> None:
     """Replace TOKEN in a sealed FILE with a same-length text and record the substitution."""
     entry = redact_file(file, token, replacement, reason, ledger_path)
@@ -71,7 +69,7 @@ def redact(file: Path, token: str, replacement: str, reason: str, ledger_path: P
     help="Fingerprint of a public key allowed to sign the plan's runs (repeatable).",
 )
 @click.option("--reason", required=True, help="Why these keys may sign (recorded in the entry).")
-@_LEDGER
+@ledger_option()
 def signers(plan: Path, fingerprints: tuple[str, ...], reason: str, ledger_path: Path) -> None:
     """Trust more keys to sign runs of the sealed PLAN: a sealed `signers` entry (keys are only added)."""
     entry, skipped = add_signers(plan, list(fingerprints), reason, ledger_path)
@@ -87,7 +85,7 @@ def signers(plan: Path, fingerprints: tuple[str, ...], reason: str, ledger_path:
     help="Check that every entry of the ledger at this git revision, or up to this published head hash, "
     "is unchanged and in place [default: HEAD inside a git checkout].",
 )
-@_LEDGER
+@ledger_option()
 def verify(ledger_path: Path, anchor: str | None) -> None:
     """Recompute every hash and link, re-hash every recorded file (each must be present), and check the
     ledger against its anchor; exit 3 naming the first broken entry."""
@@ -109,7 +107,7 @@ def verify(ledger_path: Path, anchor: str | None) -> None:
 @prereg.command("confirm-redaction")
 @click.argument("original", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--seq", type=int, required=True, help="The redact entry's seq.")
-@_LEDGER
+@ledger_option()
 def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> None:
     """Confirm redact entry SEQ from the ORIGINAL (pre-redaction) bytes and the file as it is now."""
     ledger = verify_ledger(ledger_path)
@@ -123,7 +121,7 @@ def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> No
 
 @prereg.command()
 @click.option("--model", "model_name", required=True, help="The model's plan name or hub repo id.")
-@_LEDGER
+@ledger_option()
 def newest(model_name: str, ledger_path: Path) -> None:
     """Print the newest sealed plan of a model that no amendment supersedes (its directory). The chain
     is verified; runs it records need not be present (a study volume holds its own)."""

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.options import ledger_option
 from capsule.errors import BadInputError, VerificationError
-from capsule.prereg.ledger import DEFAULT_LEDGER
-from capsule.report.document import changed_outputs, check_report, render_outputs, write_report
+from capsule.pipeline.report_run import check_run_report, write_run_report
 from capsule.report.numbers import update_file
-from capsule.run_dir import RunDir
 
 
 @click.command()
@@ -40,11 +39,7 @@ from capsule.run_dir import RunDir
     "--key", "signing_key", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help="With --resign: the private key (default: $CAPSULE_SIGNING_KEY, then `capsule keygen`'s).",
 )
-@click.option(
-    "--ledger", "ledger_path", type=click.Path(path_type=Path, dir_okay=False),
-    default=DEFAULT_LEDGER, show_default=True,
-    help="With --resign: the ledger; with --check: the ledger a signed run is verified against.",
-)
+@ledger_option("With --resign: the ledger; with --check: the ledger a signed run is verified against.")
 @click.option("--fingerprint", default=None, help="Signing key fingerprint to state in RESULTS.md.")
 @click.option(
     "--no-plots", is_flag=True, help="Write RESULTS.md only (it then shows the plots already there)."
@@ -64,16 +59,11 @@ def report(
     A signed run (bundle.json present) is only rewritten when nothing would change, since any
     change would break its signature.
     """
-    run = RunDir(run_dir)
     if sum((check, bool(update_files), resign)) > 1:
         raise BadInputError("--check, --update and --resign do different things; run them one at a time")
     if resign:
         from capsule.pipeline.resign import resign_run
 
-        if not run.is_bundled:
-            raise BadInputError(
-                f"{run_dir}: not signed (no {run.bundle.name}); `capsule report {run_dir}` writes it"
-            )
         result = resign_run(run_dir, ledger_path=ledger_path, signing_key=signing_key)
         if result.recovered:
             click.echo(result.recovered, err=True)
@@ -89,32 +79,14 @@ def report(
         )
         return
     if check:
-        if run.envelope.is_file():  # a signed run's report is checked only once the run verifies
-            from capsule.evidence.compare import verify_side
-
-            verify_side(run_dir, ledger_path)
-        diff = check_report(run_dir)
-        if diff:
-            click.echo("\n".join(diff[:60]))
-            raise VerificationError(
-                f"{run.results}: differs from what {run.analysis} renders"
-            )
-        click.echo(f"{run.results}: identical to a fresh rendering")
+        report_check = check_run_report(run_dir, ledger_path)
+        if report_check.diff:
+            click.echo("\n".join(report_check.diff[:60]))
+            raise VerificationError(report_check.verdict)
+        click.echo(report_check.verdict)
         return
     if update_files:
         for path in update_files:
             click.echo(f"{path}: {update_file(path, run_dir)} region(s) rewritten from {run_dir}")
         return
-    if run.is_bundled:
-        changed = changed_outputs(
-            run_dir, render_outputs(run_dir, fingerprint=fingerprint, plots=not no_plots)
-        )
-        if changed:
-            raise BadInputError(
-                f"{run_dir} is signed ({run.bundle.name}) and rewriting would change {', '.join(changed)}; "
-                f"see the difference with `capsule report {run_dir} --check`"
-            )
-        click.echo(f"{run_dir}: signed, and its report is already up to date")
-        return
-    path = write_report(run_dir, fingerprint=fingerprint, plots=not no_plots)
-    click.echo(f"wrote {path}" + ("" if no_plots else f" and {run.plots_dir}/"))
+    click.echo(write_run_report(run_dir, fingerprint=fingerprint, plots=not no_plots))

@@ -1,40 +1,32 @@
-"""`capsule reproduce [--plan DIR]`: run a sealed plan end to end (the embedded default by default)."""
+"""`capsule reproduce [--plan DIR]`: run a sealed plan end to end (the embedded default by default).
+
+Each option is declared once, here: its parameter is named as its field of
+`capsule.pipeline.reproduce.ReproduceOptions`, which receives them as they are (`--no-progress` is
+the one inverted, into `progress`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from capsule.commands.endpoint_option import endpoint_options
-from capsule.commands.ledger_option import LEDGER_OPTION
-from capsule.commands.plan import gpu_cost_lines
+from capsule.authoring.pricing import gpu_cost_lines
+from capsule.commands.options import endpoint_options, ledger_option, plan_option, results_option
 from capsule.pipeline.rehearsal import REHEARSAL_BANNER
-from capsule.pipeline.reproduce import ReproduceOptions
+from capsule.pipeline.reproduce import ReproduceOptions, default_results_root
 from capsule.pipeline.reproduce import reproduce as run_plan
 from capsule.report.document import headline_line
-from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT
-
-DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
 
 
 @click.command()
-@click.option(
-    "--plan",
-    "plan_path",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_PLAN,
-    show_default=True,
-    help="Plan directory (or its plan.toml); it must be sealed in the ledger.",
-)
-@LEDGER_OPTION
-@click.option(
-    "--results",
-    "results_root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Runs go to RESULTS/<plan>/<run_id>/ (default: results; runs/dry-run for --dry-run, "
+@plan_option("Plan directory (or its plan.toml); it must be sealed in the ledger.", embedded_default=True)
+@ledger_option()
+@results_option(
+    "Runs go to RESULTS/<plan>/<run_id>/ (default: results; runs/dry-run for --dry-run, "
     "runs/rehearsal for --rehearse).",
+    default=None,
 )
 @click.option(
     "--run-dir",
@@ -77,48 +69,18 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
     help="Resuming: load the backend again for arms it refused before (default: keep the refusal).",
 )
 @endpoint_options
-def reproduce(
-    plan_path: Path,
-    ledger_path: Path,
-    results_root: Path | None,
-    run_dir: Path | None,
-    fresh: bool,
-    dry_run: bool,
-    rehearse: bool,
-    model_dir: Path | None,
-    prompts_path: Path | None,
-    signing_key: Path | None,
-    no_progress: bool,
-    retry_refused: bool,
-    endpoint: str | None,
-    endpoint_key_env: str,
-) -> None:
+def reproduce(results_root: Path | None, no_progress: bool, **given: Any) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
+    dry_run, rehearse = given["dry_run"], given["rehearse"]
     if dry_run and rehearse:
         raise click.UsageError("--dry-run and --rehearse exclude each other: choose one")
-    if rehearse and (model_dir is not None or endpoint is not None):
+    if rehearse and (given["model_dir"] is not None or given["endpoint"] is not None):
         raise click.UsageError(
             "--rehearse runs its own stand-in model on backends it launches: "
             "leave out --model-dir and --endpoint"
         )
-    if results_root is None:
-        results_root = DRY_RUN_ROOT if dry_run else REHEARSAL_ROOT if rehearse else RESULTS_ROOT
-    options = ReproduceOptions(
-        plan_path=plan_path,
-        ledger_path=ledger_path,
-        results_root=results_root,
-        run_dir=run_dir,
-        fresh=fresh,
-        dry_run=dry_run,
-        rehearse=rehearse,
-        model_dir=model_dir,
-        prompts_path=prompts_path,
-        signing_key=signing_key,
-        progress=not no_progress,
-        endpoint=endpoint,
-        endpoint_key_env=endpoint_key_env,
-        retry_refused=retry_refused,
-    )
+    root = results_root if results_root is not None else default_results_root(dry_run, rehearse)
+    options = ReproduceOptions(results_root=root, progress=not no_progress, **given)
     if dry_run:
         click.echo(
             "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "
@@ -127,7 +89,7 @@ def reproduce(
     elif rehearse:
         click.echo(REHEARSAL_BANNER, err=True)
     else:
-        for line in gpu_cost_lines(plan_path, ledger_path):
+        for line in gpu_cost_lines(options.plan_path, options.ledger_path):
             click.echo(line, err=True)
     result = run_plan(options, say=lambda line: click.echo(line, err=True))
     headline = result.headline

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.options import ledger_option
 from capsule.errors import printable
-from capsule.prereg.ledger import DEFAULT_LEDGER
 
 
 @click.command()
@@ -17,10 +17,7 @@ from capsule.prereg.ledger import DEFAULT_LEDGER
     help="Pin the signer: the public key PEM the signature must be by, accepted even if the run's plan "
     "does not trust it [default: the bundle's own bundle.pub.pem, which must be a key the plan trusts].",
 )
-@click.option(
-    "--ledger", "ledger_path", type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_LEDGER, show_default=True, help="The ledger the run was sealed in.",
-)
+@ledger_option("The ledger the run was sealed in.")
 def verify(run_dir: Path, pubkey: Path | None, ledger_path: Path) -> None:
     """Verify a run's signature, every file's digest, that its signer is trusted by its plan (or pinned
     with --key), and its plan seal and bundle entry in the ledger.

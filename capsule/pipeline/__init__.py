@@ -1,1 +1,2 @@
-"""The pipeline: run directories, the stages of `capsule reproduce`, re-signing a finished run."""
+"""The pipeline: run directories, the stages of `capsule reproduce`, one arm of `capsule generate`,
+a run's report written or checked, re-signing a finished run."""

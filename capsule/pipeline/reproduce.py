@@ -42,6 +42,7 @@ from capsule.pipeline.rehearsal import (
 from capsule.prereg.ledger import Ledger, check_sealed
 from capsule.prereg.loader import plan_file, read_plan
 from capsule.prereg.plan import Plan
+from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT
 
 if TYPE_CHECKING:
     from capsule.analysis.schema import Headline
@@ -72,6 +73,12 @@ class ReproduceOptions:
     def recorded(self) -> bool:
         """Whether the run goes into the ledger: not a dry run, not a rehearsal."""
         return not (self.dry_run or self.rehearse)
+
+
+def default_results_root(dry_run: bool, rehearse: bool) -> Path:
+    """Where runs go when no --results is given: results/ for a recorded run, apart from it for a
+    dry run and a rehearsal (neither is ever recorded)."""
+    return DRY_RUN_ROOT if dry_run else REHEARSAL_ROOT if rehearse else RESULTS_ROOT
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from capsule.errors import VerificationError
+from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.bundle import BundleResult, make_bundle
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.evidence.verify import check_trust, verify_run, verify_signed_state
@@ -51,8 +51,13 @@ def resign_run(run_dir: Path, *, ledger_path: Path, signing_key: Path | None = N
     """Verify `run_dir`, re-render its RESULTS.md and plots, and sign a new bundle if they changed.
 
     Raises VerificationError (nothing written) when the run does not verify as it stands or when the
-    signing key is not one the run's plan trusts, and BusyError when another process writes the run.
+    signing key is not one the run's plan trusts, BusyError when another process writes the run, and
+    BadInputError when the run is not signed (`capsule report RUN_DIR` writes an unsigned run's).
     """
+    if not RunDir(run_dir).is_bundled:
+        raise BadInputError(
+            f"{run_dir}: not signed (no {RunDir(run_dir).bundle.name}); `capsule report {run_dir}` writes it"
+        )
     with hold(run_dir, f"run directory {run_dir}"):
         return _resign_locked(run_dir, ledger_path, signing_key)
 

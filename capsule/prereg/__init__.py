@@ -1,2 +1,2 @@
 """Pre-registration: the plan format (dataclasses, loader, checks, control kinds, backend specs, ad-hoc
-arms), metric names, the ledger, sealing."""
+arms), metric names, the ledger, sealing. Writing and pricing plans is `capsule.authoring`'s."""

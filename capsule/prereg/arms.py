@@ -28,7 +28,7 @@ GREEDY_NEUTRAL: dict[str, float | int] = {
 
 
 # The keys of an [[arms]] table and of its [arms.decoding] table, (required, optional): read here and
-# written by `capsule.prereg.plan_toml`.
+# written by `capsule.authoring.plan_toml`.
 ARM_KEYS = (
     (
         "name",

@@ -41,7 +41,7 @@ MODEL_SOURCES = ("embedded", "hub", "path")
 LOADERS = tuple(MODEL_LOADERS)
 INTERVALS = ("wilson", "clopper_pearson", "bootstrap")
 
-# The keys of each table, (required, optional): the loader checks them and `capsule.prereg.plan_toml`
+# The keys of each table, (required, optional): the loader checks them and `capsule.authoring.plan_toml`
 # writes them, so a key is named once. The arm and decoding keys live in `capsule.prereg.arms`, a
 # control's in its kind's row of `capsule.prereg.control_kinds`.
 PLAN_KEYS = (

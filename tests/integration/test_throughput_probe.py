@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from capsule.pipeline import probe as probe_module
+from capsule.authoring import probe as probe_module
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
-"""The package map in capsule/README.md, enforced: imports point only down the layers, with no cycles.
+"""The package map in capsule/README.md, enforced: imports point only down the layers, with no cycles,
+and commands stay thin (they never open a run directory themselves).
 
 Every import of a project module is read from the source (module level and inside functions alike;
 `if TYPE_CHECKING:` blocks too, since a type can pull a layer up as well as a call can).
@@ -26,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("capsule.analysis",),
     ("capsule.report",),
     ("capsule.evidence",),
+    ("capsule.authoring",),
     ("capsule.pipeline",),
     ("capsule.commands", "capsule.cli", "capsule.__main__"),
 )
@@ -179,7 +181,49 @@ def test_no_import_cycles(package: str) -> None:
     assert cycle is None, " -> ".join(cycle or [])
 
 
+#: What only the library may touch: a command that imports one of these opens run directories, writes
+#: their manifest or generates arms itself, which is workflow (`capsule.pipeline`), not parsing.
+RUN_DIRECTORY_WORK: dict[str, set[str] | None] = {  # module -> the names refused (None: all of it)
+    "capsule.run_dir": {"RunDir"},
+    "capsule.pipeline.opening": None,
+    "capsule.generation.arm_runner": None,
+}
+
+
+def run_directory_work(source: str) -> list[str]:
+    """What a command module's source imports of RUN_DIRECTORY_WORK, or names `RunDir` by."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module in RUN_DIRECTORY_WORK:
+            refused = RUN_DIRECTORY_WORK[node.module]
+            found += [f"{node.module}.{a.name}" for a in node.names if refused is None or a.name in refused]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if RUN_DIRECTORY_WORK.get(a.name, set()) is None]
+        elif isinstance(node, ast.Name) and node.id == "RunDir":
+            found.append("RunDir")
+    return found
+
+
+def test_commands_do_not_open_run_directories() -> None:
+    """commands/ parse options, call one library function and print: a run directory is opened, its
+    manifest written and its arms generated in `capsule.pipeline` (issue 29)."""
+    offending = {
+        str(path.relative_to(ROOT)): work
+        for path in sorted((ROOT / "capsule" / "commands").glob("*.py"))
+        if (work := run_directory_work(path.read_text(encoding="utf-8")))
+    }
+    assert not offending, f"workflow in commands/, move it into capsule/pipeline/: {offending}"
+
+
 def test_the_checks_can_fail() -> None:
+    assert run_directory_work("from capsule.pipeline.opening import open_run_dir") == [
+        "capsule.pipeline.opening.open_run_dir"
+    ]
+    assert run_directory_work("from capsule.run_dir import RunDir, RESULTS_ROOT\nRunDir(p)") == [
+        "capsule.run_dir.RunDir", "RunDir"
+    ]
+    assert run_directory_work("import capsule.generation.arm_runner") == ["capsule.generation.arm_runner"]
+    assert run_directory_work("from capsule.run_dir import RESULTS_ROOT") == []
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
     assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 6

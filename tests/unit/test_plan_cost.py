@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 from reference_runs import REPO, V3_RUN
 
+from capsule.authoring.devices import device_table, match_device, parse_table
+from capsule.authoring.response_lengths import length_models, parse_lengths
+from capsule.authoring.sizing import estimate_plan
 from capsule.cli import cli
 from capsule.errors import BadInputError
-from capsule.prereg.devices import device_table, match_device, parse_table
 from capsule.prereg.engine_sharing import engine_runs
 from capsule.prereg.loader import load_plan
-from capsule.prereg.response_lengths import length_models, parse_lengths
-from capsule.prereg.sizing import estimate_plan
 
 LEDGER = REPO / "prereg" / "ledger.jsonl"
 EMBEDDED = REPO / "prereg" / "smollm2-135m-v3"

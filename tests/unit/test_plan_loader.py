@@ -61,9 +61,9 @@ def test_real_plans_load(repo_root: Path, study: str) -> None:
 def test_embedded_default_meets_the_issue(repo_root: Path) -> None:
     """The default plan tests the claim on all 541 prompts, greedy, with the pinned embedded weights,
     and it amends v2, the sealed amendment of the first smollm2 plan (both stay in the ledger)."""
-    from capsule.commands.reproduce import DEFAULT_PLAN
+    from capsule.prereg.default_plan import default_plan
 
-    plan = load_plan(repo_root / DEFAULT_PLAN)
+    plan = load_plan(repo_root / default_plan())
     assert plan.amends == "prereg/smollm2-135m-v2/plan.toml"
     assert load_plan(repo_root / "prereg" / "smollm2-135m-v2").amends == "prereg/smollm2-135m/plan.toml"
     primary = plan.arm(plan.verdict.arm)

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from hub_fixture import COMMIT, REPO, TINY_MODEL, FakeHubApi, sha256, write_model
 
 from capsule.artifacts import hub
+from capsule.authoring import new_plan as new_plan_module
+from capsule.authoring.sizing import fitting_subsample, plan_costs
+from capsule.authoring.standard_plan import CONTRAST_SUBSET, MIN_PAIRS
 from capsule.cli import cli
-from capsule.pipeline import new_plan as new_plan_module
 from capsule.prereg.loader import load_plan
-from capsule.prereg.sizing import fitting_subsample, plan_costs
-from capsule.prereg.standard_plan import CONTRAST_SUBSET, MIN_PAIRS
 
 CLAIM = ["--claim", "29.9", "--reading", "card_avg_strict", "--source", "https://example.org/card"]
 

@@ -1,4 +1,4 @@
-"""`capsule.prereg.plan_toml`: the loader reads back exactly the plan the writer wrote."""
+"""`capsule.authoring.plan_toml`: the loader reads back exactly the plan the writer wrote."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from capsule.authoring.plan_toml import plan_toml
 from capsule.prereg.loader import load_plan, parse_plan
-from capsule.prereg.plan_toml import plan_toml
 
 
 @pytest.mark.parametrize("study", ["smoke", "smollm2-135m", "smollm2-135m-v2", "agents-a1-4b"])

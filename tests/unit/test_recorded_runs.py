@@ -18,9 +18,10 @@ from fake_plan import REPO
 from capsule.cli import cli
 from capsule.errors import CapsuleError
 from capsule.hashing import sha256_file
+from capsule.prereg.default_plan import default_plan
 from capsule.prereg.ledger import Ledger
 
-DEFAULT_PLAN = "prereg/smollm2-135m-v3"
+DEFAULT_PLAN = default_plan().as_posix()
 IMPORTED_RUN = "20261201T150926Z-7c0e5f54"
 
 

@@ -4,8 +4,8 @@ Everything is checked before anything is written: the name, that the directory i
 reading, the model (a local directory holding every file the standard plan needs, or a hub id with
 a revision), and the throughput (given, or probed on a local model). The model's files are hashed
 (locally, or from the hub's metadata at the pinned commit: `capsule.artifacts.hub`), the standard
-plan is built (`capsule.prereg.standard_plan`), its contrast subsample sized to the budget, written
-with `capsule.prereg.plan_toml`, loaded back by the plan loader, and only then moved into place
+plan is built (`capsule.authoring.standard_plan`), its contrast subsample sized to the budget, written
+with `capsule.authoring.plan_toml`, loaded back by the plan loader, and only then moved into place
 (one rename), so a refusal or a crash leaves no plan directory behind.
 """
 
@@ -25,17 +25,10 @@ from capsule.artifacts.embedded_model import model_cache_dir
 from capsule.artifacts.hub import read_hub_snapshot
 from capsule.artifacts.model_files import check_needed_files, hash_pinned_files, read_model_config
 from capsule.atomic import write_bytes_atomic
-from capsule.errors import BadInputError
-from capsule.generation.backends.checkpoint import checkpoint_loader
-from capsule.pins import EMBEDDED_MODEL_NAME
-from capsule.prereg.loader import PLAN_FILE, load_plan
-from capsule.prereg.metrics import ALL_METRICS
-from capsule.prereg.new_rationale import rationale_skeleton
-from capsule.prereg.plan import Claim, Decoding, Model, Plan
-from capsule.prereg.plan_toml import plan_toml
-from capsule.prereg.sealing import RATIONALE
-from capsule.prereg.sizing import ArmCost, fitting_subsample, plan_costs
-from capsule.prereg.standard_plan import (
+from capsule.authoring.new_rationale import rationale_skeleton
+from capsule.authoring.plan_toml import plan_toml
+from capsule.authoring.sizing import ArmCost, fitting_subsample, plan_costs
+from capsule.authoring.standard_plan import (
     COMPLIANT_FILE,
     CONTRAST_SUBSET,
     MIN_PAIRS,
@@ -43,6 +36,13 @@ from capsule.prereg.standard_plan import (
     other_readings,
     standard_plan,
 )
+from capsule.errors import BadInputError
+from capsule.generation.backends.checkpoint import checkpoint_loader
+from capsule.pins import EMBEDDED_MODEL_NAME
+from capsule.prereg.loader import PLAN_FILE, load_plan
+from capsule.prereg.metrics import ALL_METRICS
+from capsule.prereg.plan import Claim, Decoding, Model, Plan
+from capsule.prereg.sealing import RATIONALE
 from capsule.run_dir import safe_name
 
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -160,7 +160,7 @@ def _sampling(config: dict[str, float | int]) -> Decoding:
 
 def _default_probe() -> Callable[..., Any]:
     """The transformers probe, imported only when a plan is probed (it pulls in the generation stack)."""
-    from capsule.pipeline.probe import probe_throughput
+    from capsule.authoring.probe import probe_throughput
 
     return probe_throughput
 

@@ -3,8 +3,8 @@ what the user must still decide before sealing (each such point marked "Decide b
 
 from __future__ import annotations
 
+from capsule.authoring.sizing import ArmCost
 from capsule.prereg.plan import Plan
-from capsule.prereg.sizing import ArmCost
 
 DECIDE = "**Decide before sealing:**"
 

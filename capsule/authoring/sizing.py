@@ -4,7 +4,7 @@ Two readings. `plan_costs` (for `capsule plan new`, before a device is known): a
 prompt at its arm's `max_new_tokens`, at one throughput for every arm. `estimate_plan` (for
 `capsule plan cost`): per arm, tokens expected from the response-length model and at most from the
 budget, each priced at the device's throughput for that arm's backend, dtype and batch
-(`capsule.prereg.devices`), plus one backend start per run of arms that share an engine; then the
+(`capsule.authoring.devices`), plus one backend start per run of arms that share an engine; then the
 total run one arm after another, and with N lanes (engine runs packed, longest first, onto N lanes
 that are assumed not to slow each other: arithmetic, not a measurement).
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capsule.authoring.devices import Device, DeviceTable, arm_throughput
+from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
-from capsule.prereg.devices import Device, DeviceTable, arm_throughput
 from capsule.prereg.engine_sharing import engine_runs
 from capsule.prereg.plan import Arm, Plan
-from capsule.prereg.response_lengths import NOT_MEASURED, LengthModel, length_model
 
 
 @dataclass(frozen=True)

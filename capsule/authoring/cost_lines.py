@@ -3,8 +3,8 @@ reproduce` prints on a GPU before the first arm. One place for the layout and th
 
 from __future__ import annotations
 
-from capsule.prereg.devices import DeviceTable
-from capsule.prereg.sizing import PlanEstimate
+from capsule.authoring.devices import TABLE, DeviceTable
+from capsule.authoring.sizing import PlanEstimate
 
 
 def _minutes(value: float) -> str:
@@ -56,7 +56,7 @@ def cost_lines(estimate: PlanEstimate, label: str, lanes: int) -> list[str]:
 
 def device_lines(table: DeviceTable) -> list[str]:
     """The device table, for `--gpu help`: each device, its figures and their sources."""
-    lines = ["devices (capsule/prereg/throughput.toml):"]
+    lines = [f"devices (capsule/{TABLE.parent.name}/{TABLE.name}):"]
     for device in table.devices:
         starts = ", ".join(f"{k} {v:g} s" for k, v in device.start_s.items())
         lines.append(

@@ -1,0 +1,58 @@
+"""What a sealed plan costs on a device: the lines `capsule plan cost` prints, and the ones
+`capsule reproduce` prints before the first arm on a host with a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from capsule.authoring.cost_lines import cost_lines
+from capsule.authoring.devices import DeviceTable, device_table, match_device
+from capsule.authoring.response_lengths import length_models
+from capsule.authoring.sizing import estimate_plan
+from capsule.errors import BadInputError, CapsuleError, VerificationError
+from capsule.prereg.ledger import require_sealed
+from capsule.prereg.loader import load_plan
+
+
+def host_device(table: DeviceTable) -> str:
+    """The table's device this host matches (its first GPU by NVML name, else its CPU by ISA flag)."""
+    from capsule.machine.gpu import probe_gpus  # NVML: only when no --gpu is given
+    from capsule.machine.host import probe_cpu
+
+    gpus = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
+    cpu = probe_cpu()
+    flags = {flag for flag, present in cpu["isa"].items() if present}
+    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags)
+    if device is None:
+        raise BadInputError(
+            f"this host matches no device of the throughput table (GPUs: {gpus or 'none'}); "
+            "name one with --gpu (`--gpu help` lists them)"
+        )
+    return device.name
+
+
+def gpu_cost_lines(plan_path: Path, ledger_path: Path) -> list[str]:
+    """What `capsule reproduce` prints before the first arm on a host with a GPU: the plan's cost on
+    that GPU (or one line saying why it cannot be estimated); nothing on a host without one."""
+    from capsule.machine.gpu import probe_gpus
+
+    if not probe_gpus()["gpus"]:
+        return []
+    try:
+        return plan_cost_lines(plan_path, ledger_path, None, 1)
+    except CapsuleError as error:
+        return [f"cost: not estimated ({error})"]
+
+
+def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int) -> list[str]:
+    """`capsule plan cost`'s lines for a sealed plan on device `gpu` (default: this host's).
+    An unsealed or malformed plan, or an unknown device, is bad input (exit 2)."""
+    table = device_table()
+    device = table.device(gpu if gpu is not None else host_device(table))
+    try:
+        require_sealed(plan_path, ledger_path)
+    except VerificationError as error:
+        raise BadInputError(f"{error}; `capsule plan cost` prices sealed plans only") from error
+    plan = load_plan(plan_path)
+    estimate = estimate_plan(plan, table, device, length_models())
+    return cost_lines(estimate, str(plan_path), lanes)
