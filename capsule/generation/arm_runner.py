@@ -6,6 +6,8 @@ arm built in code meets the same rulebook as a sealed one. Rows are written one 
 time (`capsule.generation.rows`); a restart skips finished batches and re-runs the others with
 identical composition, so a resumed greedy hf arm equals an uninterrupted one row for row (timings
 aside). Cost caps (`capsule.generation.dispatch`) stop after the current batch and mark the arm partial.
+One `ArmRun` holds a call's whole state, built once; its backend comes from a `BackendSlot` (the
+one place backends are loaded), asked only when batches remain and before the segment starts.
 """
 
 from __future__ import annotations

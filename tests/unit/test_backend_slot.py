@@ -62,8 +62,8 @@ def test_a_plan_server_arm_runs_against_an_endpoint_through_the_slot(tmp_path: P
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": 0}))
-    arm = build_arm(name="srv", backend="server", batch_size=2, max_new_tokens=6,
-                    backend_options={"concurrency": 2, "model_id": MODEL_ID, "enforce_eager": True})  # fmt: skip
+    options = {"concurrency": 2, "model_id": MODEL_ID, "enforce_eager": True}
+    arm = build_arm(name="srv", backend="server", batch_size=2, max_new_tokens=6, backend_options=options)
     out = tmp_path / "run"
     with fake_openai() as fake:
         slot = BackendSlot(BackendContext(RunDir(out), fake.url))
