@@ -1,9 +1,12 @@
 """Each generation backend declared once: its options (type, default, required, why) and its code.
 
-The plan loader validates `backend_options` from this table, and each backend takes its defaults and
-checks the options it is given from the same table, so an option is added, typed or defaulted in
-exactly one place. The table is plain data (no torch, transformers or vllm import): `target` names the
-backend class, imported only when an arm of that backend is loaded (`capsule.generation.backends`).
+Each backend's options are one frozen dataclass (`HFOptions`, `VLLMEngineOptions`, `ServerOptions`,
+`FakeOptions`), each field `Annotated[type, Why(...)] = default`. The plan loader validates
+`backend_options` against the table read from those fields (`BackendSpec.options`), and each backend
+runs with the dataclass built from them (`resolved_options`), typed, so an option is added, typed or
+defaulted in exactly one place. All of it is plain data (no torch, transformers or vllm import):
+`target` names the backend class, imported only when an arm of that backend is loaded
+(`capsule.generation.backends`).
 
 It lives in `prereg` because it is part of the plan format: which backends a plan may name and which
 options it may set. `capsule.generation` sits above and reads it; nothing here imports upward.
