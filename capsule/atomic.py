@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError
-from capsule.jsonio import dumps_document, dumps_line
+from capsule.jsonio import dumps_document, dumps_line, torn_tail
 from ifeval_scorer.files import replace_problem
 
 
@@ -123,15 +123,12 @@ def append_jsonl_durable(path: Path, rows: Iterable[dict[str, Any]]) -> None:
         os.fsync(handle.fileno())
 
 
-def truncate_torn_tail(path: Path) -> int:
-    """Cut a final line without its newline (left by a crash) off a JSONL file; return bytes removed."""
-    if not path.exists():
-        return 0
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return 0
-    keep = data.rfind(b"\n") + 1
-    with open(path, "rb+") as handle:
-        handle.truncate(keep)
-        os.fsync(handle.fileno())
-    return len(data) - keep
+def truncate_torn_tail(path: Path, what: str = "JSON Lines file") -> int:
+    """Cut a final line without its newline (left by a crash) off a JSONL file; return bytes removed.
+    The file is read by `capsule.jsonio.torn_tail`; this only cuts."""
+    keep, torn = torn_tail(path, what)
+    if torn:
+        with open(path, "rb+") as handle:
+            handle.truncate(keep)
+            os.fsync(handle.fileno())
+    return torn

@@ -47,6 +47,7 @@ __all__ = [
     "read_jsonl",
     "read_jsonl_complete",
     "read_jsonl_objects",
+    "torn_tail",
 ]
 
 ErrorType = type[CapsuleError]
@@ -154,6 +155,17 @@ def read_jsonl_complete(path: Path, what: str = "JSON Lines file") -> list[dict[
     if not Path(path).exists():
         return []
     return read_jsonl_objects(path, what, torn_tail="drop")
+
+
+def torn_tail(path: Path, what: str = "JSON Lines file") -> tuple[int, int]:
+    """A file the capsule appends whole lines to, split at its last newline: (bytes of whole lines,
+    bytes of a final line without its newline, torn by a crash mid-append). (0, 0) for a missing
+    file; read as every input file is (`read_input_bytes`)."""
+    if not Path(path).exists():
+        return 0, 0
+    data = read_input_bytes(path, what)
+    whole = data.rfind(b"\n") + 1
+    return whole, len(data) - whole
 
 
 def _kind(value: Any) -> str:

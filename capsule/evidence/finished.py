@@ -11,12 +11,11 @@ from typing import Any
 
 from capsule.analysis.codec import read_analysis
 from capsule.errors import BadInputError, CapsuleError
+from capsule.generation.store import arm_done, recorded_status
 from capsule.jsonio import read_json
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.prereg.loader import plan_arm_backends
 from capsule.run_dir import RunDir
-
-COMPLETE = "complete"  # an arm's generations meta status once every key is generated
 
 
 def read_bundle(run_dir: Path) -> dict[str, Any]:
@@ -40,15 +39,10 @@ def check_complete(run_dir: Path) -> list[str]:
             )
     arms = list(read_analysis(run.analysis).arms)
     for arm in arms:
-        meta_path = run.generations_meta(arm)
-        try:
-            meta = read_json(meta_path, "generations meta")
-            status = meta.get("status") if isinstance(meta, dict) else None
-        except (OSError, CapsuleError):
-            status = None
-        if status != COMPLETE:
+        if not arm_done(run, arm):
+            status = recorded_status(run, arm) or "missing"
             raise BadInputError(
-                f"{meta_path}: arm {arm} is {status or 'missing'}, not complete; the run is "
+                f"{run.generations_meta(arm)}: arm {arm} is {status}, not complete; the run is "
                 "incomplete (finish it with `capsule reproduce`)"
             )
     return arms

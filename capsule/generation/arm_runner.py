@@ -6,11 +6,12 @@ arm built in code meets the same rulebook as a sealed one. Rows are written one 
 time (`capsule.generation.rows`); a restart skips finished batches and re-runs the others with
 identical composition, so a resumed greedy hf arm equals an uninterrupted one row for row (timings
 aside). Cost caps (`capsule.generation.dispatch`) stop after the current batch and mark the arm partial.
+One `ArmRun` holds a call's whole state, built once; its backend comes from a `BackendSlot` (the
+one place backends are loaded), asked only when batches remain and before the segment starts.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,39 +24,22 @@ from capsule.generation.backends import (
     ENDPOINT_KEY_ENV,
     Backend,
     BackendContext,
+    BackendSlot,
     check_backend,
     check_reusable,
-    load_backend,
 )
 from capsule.generation.backends.server_endpoint import endpoint_arm
-from capsule.generation.batching import execution_order, form_batches
+from capsule.generation.batching import Batch, execution_order, form_batches
 from capsule.generation.chat import ChatTokenizer, load_chat_tokenizer
 from capsule.generation.dispatch import WallClock, dispatch, within_max_prompts
-from capsule.generation.rows import RowWriter, progress_bar, render_inputs
-from capsule.generation.store import ArmStore, arm_identity
+from capsule.generation.rows import Interrupts, RowWriter, progress_bar, render_inputs
+from capsule.generation.store import COMPLETE, PARTIAL, ArmStore, arm_identity
 from capsule.hashing import sha256_ids
 from capsule.prereg.adhoc import check_arm
 from capsule.prereg.backend_specs import SERVER_BACKEND
 from capsule.prereg.plan import Arm, Subset
 from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt
-
-
-@dataclass(frozen=True)
-class ArmJob:
-    """One arm to generate: what it runs on, where it goes, and what it is recorded under."""
-
-    arm: Arm
-    prompts: Mapping[int, Prompt]
-    keys: tuple[int, ...]
-    model_dir: Path
-    run: RunDir
-    plan_hash: str  # the sealed plan's sha256 (or an ad-hoc arm table's): part of the arm's identity
-    manifest_digest: str  # the machine fingerprint this segment ran on
-    progress: bool = True
-    loader: str | None = None  # the plan's [model] loader; None: an ad-hoc arm (config.json decides)
-    endpoint: str | None = None  # server backend: an endpoint the user gave (else one is launched)
-    key_env: str = ENDPOINT_KEY_ENV  # server backend: the variable holding the endpoint's key
 
 
 @dataclass(frozen=True)
@@ -69,10 +53,13 @@ class ArmResult:
     n_rows: int  # rows on disk now (all segments)
     new_rows: int  # rows written by this call
     new_tokens: int
-    complete: bool
-    partial: bool
-    reason: str
+    reason: str  # why the arm stopped short ("" once complete)
     elapsed_s: float  # this call
+
+    @property
+    def complete(self) -> bool:
+        """Every key of the arm has its row (else the arm is partial, and `reason` says why)."""
+        return self.n_rows == self.n_keys
 
 
 def subset_keys(subset: Subset, prompts: dict[int, Prompt]) -> list[int]:
@@ -98,7 +85,7 @@ def generate_arm(
     out_dir: Path,
     plan_hash: str,
     manifest_digest: str,
-    backend: Backend | None = None,
+    backend: Backend | BackendSlot | None = None,
     progress: bool = True,
     tokenizer: ChatTokenizer | None = None,
     loader: str | None = None,
@@ -107,36 +94,28 @@ def generate_arm(
 ) -> ArmResult:
     """Generate (or resume) one arm into `out_dir/generations/<arm>.jsonl` + `.meta.json`.
 
-    `backend` may be a loaded instance shared with other arms (see `capsule.generation.backends.reuse_key`);
-    otherwise one is loaded after all validation, with the plan's [model] `loader` (None: no plan),
-    and closed at the end. `tokenizer` defaults to the model directory's chat template. `endpoint`
-    and `key_env` reach a server backend loaded here (`BackendContext`).
+    `backend`: a loaded backend to run on (loaded for the arm's load-time settings,
+    `capsule.generation.backends.reuse_key`; it stays open), or a `BackendSlot` shared with other
+    arms (it loads, or swaps, a backend only when this arm has batches left, and keeps it for the
+    next arm); None: a backend is loaded here once all validation has passed, and closed at the end.
+    `loader` is the plan's [model] loader (None: no plan). `tokenizer` defaults to the model
+    directory's chat template. `endpoint` and `key_env` make the `BackendContext` of a backend
+    loaded here (a slot brings its own); against an endpoint a server arm runs, and is recorded,
+    with its client options only (`endpoint_arm`).
     """
-    job = ArmJob(
-        arm, prompts, tuple(keys), model_dir, RunDir(out_dir), plan_hash, manifest_digest, progress, loader,
-        endpoint, key_env,
-    )
-    return run_arm_job(job, backend=backend, tokenizer=tokenizer)
-
-
-def run_arm_job(
-    job: ArmJob, *, backend: Backend | None = None, tokenizer: ChatTokenizer | None = None
-) -> ArmResult:
-    """`generate_arm` for a prepared job: validate, then generate what the arm's files still lack."""
-    check_arm(job.arm)
-    if job.endpoint is not None and job.arm.backend == SERVER_BACKEND:
-        job = dataclasses.replace(job, arm=endpoint_arm(job.arm))  # recorded as it applies
-    arm = job.arm
-    if backend is None:
-        check_backend(arm.backend)
-    else:
-        check_reusable(backend, arm)
-    missing = [k for k in job.keys if k not in job.prompts]
-    if missing:
-        raise BadInputError(f"arm {arm.name!r}: keys not in the prompt set: {missing[:5]}")
-    store = ArmStore(job.run, arm.name)
-    store.check_writable()
-    return _ArmRun(job, store, tokenizer or load_chat_tokenizer(job.model_dir)).run(backend)
+    run = RunDir(out_dir)
+    shared, given = (backend, None) if isinstance(backend, BackendSlot) else (None, backend)
+    slot = shared or BackendSlot(BackendContext(run, endpoint, key_env))
+    try:
+        arm_run = ArmRun(
+            arm, prompts=prompts, keys=tuple(keys), model_dir=model_dir, run=run, plan_hash=plan_hash,
+            manifest_digest=manifest_digest, loader=loader, endpoint=slot.context.endpoint,
+            tokenizer=tokenizer, backend=given,
+        )  # fmt: skip
+        return arm_run.run(slot, progress)
+    finally:
+        if shared is None:  # the slot made here: a backend it loaded dies with this call
+            slot.close()
 
 
 def _described(backend: Backend, before: dict[str, Any]) -> dict[str, Any]:
@@ -148,70 +127,106 @@ def _described(backend: Backend, before: dict[str, Any]) -> dict[str, Any]:
         return before
 
 
-class _ArmRun:
-    """One call on one arm: its inputs and batches, what is already on disk, and what is left."""
+class ArmRun:
+    """One call on one arm, built once and validated (settings, keys, output directory, an existing
+    arm's identity) before any model loads: its rendered inputs and batches, what is already on
+    disk, and what is left."""
 
-    def __init__(self, job: ArmJob, store: ArmStore, tokenizer: ChatTokenizer) -> None:
-        arm = job.arm
-        self.job, self.store, self.tokenizer = job, store, tokenizer
-        self.inputs = render_inputs(tokenizer, job.prompts, job.keys, arm.thinking)
+    def __init__(
+        self,
+        arm: Arm,
+        *,
+        prompts: Mapping[int, Prompt],
+        keys: tuple[int, ...],
+        model_dir: Path,
+        run: RunDir,
+        plan_hash: str,  # the sealed plan's sha256 (or an ad-hoc arm table's): part of the arm's identity
+        manifest_digest: str,  # the machine fingerprint this segment runs on
+        loader: str | None,  # the plan's [model] loader; None: an ad-hoc arm (config.json decides)
+        endpoint: str | None,  # a server arm's given endpoint (else a server is launched)
+        tokenizer: ChatTokenizer | None,
+        backend: Backend | None,  # a loaded backend given by the caller (else the slot loads one)
+    ) -> None:
+        check_arm(arm)
+        if endpoint is not None and arm.backend == SERVER_BACKEND:
+            arm = endpoint_arm(arm)  # recorded as it applies
+        if backend is None:
+            check_backend(arm.backend)
+        else:
+            check_reusable(backend, arm)
+        missing = [k for k in keys if k not in prompts]
+        if missing:
+            raise BadInputError(f"arm {arm.name!r}: keys not in the prompt set: {missing[:5]}")
+        self.store = ArmStore(run, arm.name)
+        self.store.check_writable()
+        self.arm, self.prompts, self.keys, self.model_dir, self.loader = arm, prompts, keys, model_dir, loader
+        self.plan_hash, self.manifest_digest, self.backend = plan_hash, manifest_digest, backend
+        self.tokenizer = tokenizer or load_chat_tokenizer(model_dir)
+        self.inputs = render_inputs(self.tokenizer, prompts, keys, arm.thinking)
         self.batches = form_batches(
-            list(job.keys), {k: len(v) for k, v in self.inputs.items()}, arm.batch_size, arm.batch_order
+            list(keys), {k: len(v) for k, v in self.inputs.items()}, arm.batch_size, arm.batch_order
         )
         self.identity = arm_identity(
             arm,
             self.batches,
             {k: sha256_ids(v) for k, v in self.inputs.items()},
-            {"plan_hash": job.plan_hash, "tokenizer": tokenizer.describe()},
+            {"plan_hash": plan_hash, "tokenizer": self.tokenizer.describe()},
         )
-        done = store.open(self.identity, self.batches)
+        done = self.store.open(self.identity, self.batches)
         self.rows_before = sum(len(self.batches[i].keys) for i in done)
         order = execution_order(len(self.batches), arm.seed)
         self.todo = [self.batches[i] for i in order if i not in done]
 
     def _result(self, n_rows: int, writer: RowWriter | None, reason: str, elapsed_s: float) -> ArmResult:
-        complete = n_rows == len(self.job.keys)
+        complete = n_rows == len(self.keys)
         return ArmResult(
-            self.job.arm.name,
+            self.arm.name,
             self.store.rows_path,
             self.store.meta_path,
-            len(self.job.keys),
+            len(self.keys),
             n_rows,
             writer.rows if writer else 0,
             writer.tokens if writer else 0,
-            complete,
-            not complete,
             "" if complete else reason,
             elapsed_s,
         )
 
-    def run(self, backend: Backend | None) -> ArmResult:
-        """Generate the batches still missing (within the caps), recording the segment either way."""
-        arm, store = self.job.arm, self.store
-        if not self.todo and store.persisted and store.meta.get("status") == "complete":
+    def run(self, slot: BackendSlot, progress: bool) -> ArmResult:
+        """Generate the batches still missing (within the caps), recording the segment either way.
+
+        The backend (the one given, else `slot`'s for this arm) is asked for only if batches remain,
+        and before the segment starts: loading is not generation time (nor the wall-clock cap's), and
+        a backend that fails to load leaves the sidecar as it was."""
+        arm, store = self.arm, self.store
+        if not self.todo and store.complete:
             return self._result(self.rows_before, None, "", 0.0)  # nothing to do: touch nothing
         todo = within_max_prompts(self.todo, arm.max_prompts, self.rows_before)
-        store.start(arm, self.identity, self.job.plan_hash, self.job.manifest_digest)
+        interrupts = Interrupts()
+        with interrupts.installed():
+            backend = (self.backend or slot.for_arm(arm, self.model_dir, self.loader)) if todo else None
+            return self._segment(backend, todo, interrupts, progress)
+
+    def _segment(
+        self, backend: Backend | None, todo: list[Batch], interrupts: Interrupts, progress: bool
+    ) -> ArmResult:
+        """One segment: the batches `todo` on `backend` (None: nothing to generate), then the sidecar
+        closed with the segment's status, reason and the backend's description."""
+        arm, store = self.arm, self.store
+        store.start(arm, self.identity, self.plan_hash, self.manifest_digest)
         started = time.monotonic()
         wall = WallClock(arm.max_wall_minutes, float(store.meta.get("elapsed_s", 0.0)), started)
-        owned = backend is None
-        bar = progress_bar(len(self.job.keys) - self.rows_before, self.job.progress and bool(todo), arm.name)
-        writer = RowWriter(arm, self.inputs, self.job.prompts, self.tokenizer, store, bar, started)
+        bar = progress_bar(len(self.keys) - self.rows_before, progress and bool(todo), arm.name)
+        writer = RowWriter(arm, self.inputs, self.prompts, self.tokenizer, store, bar, started, interrupts)
         reason = ""
         description: dict[str, Any] = {}
         try:
-            with writer.interrupts.installed():
-                if todo:
-                    context = BackendContext(self.job.run, self.job.endpoint, self.job.key_env)
-                    backend = backend or load_backend(
-                        arm.backend, self.job.model_dir, arm, self.job.loader, context
-                    )
-                    description = backend.describe()
-                    texts = {k: self.job.prompts[k].prompt for k in self.job.keys}
-                    try:
-                        reason = dispatch(arm, backend, todo, self.inputs, writer.write, wall, texts)
-                    finally:
-                        description = _described(backend, description)
+            if backend is not None:
+                description = backend.describe()
+                texts = {k: self.prompts[k].prompt for k in self.keys}
+                try:
+                    reason = dispatch(arm, backend, todo, self.inputs, writer.write, wall, texts)
+                finally:
+                    description = _described(backend, description)
         except KeyboardInterrupt as interrupt:
             reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
             raise
@@ -221,16 +236,14 @@ class _ArmRun:
         finally:
             bar.close()
             n_rows = self.rows_before + writer.rows
-            complete = n_rows == len(self.job.keys)
+            complete = n_rows == len(self.keys)
             if not reason and not complete:
                 reason = f"max_prompts={arm.max_prompts}" if arm.max_prompts else "stopped"
             store.finish(
-                "complete" if complete else "partial",
+                COMPLETE if complete else PARTIAL,
                 "" if complete else reason,
                 description,
                 time.monotonic() - started,
-                {"n_rows": n_rows, "n_keys": len(self.job.keys)},
+                {"n_rows": n_rows, "n_keys": len(self.keys)},
             )
-            if owned and backend is not None:
-                backend.close()
         return self._result(n_rows, writer, reason, time.monotonic() - started)

@@ -124,10 +124,11 @@ class RowWriter:
         store: ArmStore,
         bar: Any,
         started: float,
+        interrupts: Interrupts,
     ) -> None:
         self.arm, self.inputs, self.prompts, self.tokenizer = arm, inputs, prompts, tokenizer
         self.store, self.bar = store, bar
-        self.interrupts = Interrupts()
+        self.interrupts = interrupts  # installed by the caller: a signal during a write waits for it
         self.started = started  # the segment's start: tok/s counts from there
         self.rows = 0
         self.tokens = 0

@@ -5,6 +5,10 @@ torn final line, left if the machine died mid-write, is cut off on open). The si
 arm, its identity (everything that determines the rows: numerics settings, keys, input ids, batch
 composition, plan hash) and one segment per run. On restart the identity must match exactly, or
 the store refuses before any model loads and leaves every existing file untouched.
+
+Whether an arm is complete is answered here alone (`ArmStore.complete`, `arm_done`, `recorded_status`),
+from the one reader of the sidecar (`read_sidecar`): the arm runner, the generate stage and a
+finished run's checks all ask it.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, Final, Literal, TypeGuard
 
 from capsule.atomic import append_jsonl_durable, truncate_torn_tail, write_json_atomic
-from capsule.errors import BadInputError, VerificationError
+from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
 from capsule.jsonio import read_json_object, read_jsonl_complete
@@ -26,12 +30,37 @@ from capsule.prereg.plan import Arm
 from capsule.run_dir import RunDir
 
 META_VERSION = 1
+Status = Literal["complete", "partial"]  # how a segment leaves an arm ("running" while one runs)
+COMPLETE: Final = "complete"  # a sidecar's status once every key of the arm is generated
+PARTIAL: Final = "partial"  # after a segment that stopped short (a cap, a failure, a signal)
 # Arm fields that do not change rows: caps may be raised to continue a partial arm.
 _BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """An arm's sidecar, read (BadInputError when it is not a JSON object): its one reader."""
+    return read_json_object(path, "generations sidecar")
+
+
+def recorded_status(run: RunDir, arm_name: str) -> str | None:
+    """The status an arm's sidecar records ("running", "partial", "complete"); None when there is no
+    sidecar or it cannot be read (opening the arm's store says why)."""
+    path = run.generations_meta(arm_name)
+    try:
+        status = read_sidecar(path).get("status") if path.is_file() else None
+    except (OSError, CapsuleError):
+        return None
+    return status if isinstance(status, str) else None
+
+
+def arm_done(run: RunDir, arm_name: str) -> bool:
+    """Whether an arm's sidecar says it is complete (then nothing is left to generate, and no
+    backend need be loaded for it)."""
+    return recorded_status(run, arm_name) == COMPLETE
 
 
 def now_iso() -> str:
@@ -78,6 +107,11 @@ class ArmStore:
         """The arm's sidecar (settings, identity, segments, status)."""
         return self.run.generations_meta(self.arm_name)
 
+    @property
+    def complete(self) -> bool:
+        """Whether the sidecar on disk, as opened or last written, says the arm is complete."""
+        return self.persisted and self.meta.get("status") == COMPLETE
+
     def check_writable(self) -> None:
         """Create the directory and prove a file can be written there (BadInputError otherwise)."""
         directory = self.rows_path.parent
@@ -99,7 +133,7 @@ class ArmStore:
             )
         self.persisted = self.meta_path.exists()
         if self.persisted:
-            self.meta = read_json_object(self.meta_path, "generations sidecar")
+            self.meta = read_sidecar(self.meta_path)
             if self.meta.get("identity_sha256") != sha256_json(identity):
                 changed = sorted(
                     k
@@ -110,7 +144,7 @@ class ArmStore:
                     f"{self.meta_path}: arm {self.arm_name!r} was written under different settings "
                     f"(differs in {changed}); nothing was overwritten: use another --out or arm name"
                 )
-        truncate_torn_tail(self.rows_path)
+        truncate_torn_tail(self.rows_path, "generations file")
         by_key = {key: b.index for b in batches for key in b.keys}
         seen: dict[int, list[int]] = {}
         for row in read_jsonl_complete(self.rows_path, "generations file"):
@@ -161,7 +195,7 @@ class ArmStore:
         self.meta["segments"][-1]["rows"] += len(rows)
 
     def finish(
-        self, status: str, reason: str, backend: dict[str, Any], elapsed_s: float, counts: dict[str, int]
+        self, status: Status, reason: str, backend: dict[str, Any], elapsed_s: float, counts: dict[str, int]
     ) -> None:
         """Close the segment: status "complete" or "partial" (with the reason), backend describe().
 

@@ -1,7 +1,8 @@
 """The generate stage: every arm of a plan into `generations/<arm>.jsonl`, resuming finished batches.
 
-Arms run in plan order; one loaded backend serves consecutive arms whose reuse key matches, so a
-plan of several batch sizes loads the model once. A dry run puts every arm on the fake backend and
+Arms run in plan order; one `BackendSlot` serves the run, so consecutive arms whose reuse key
+matches share one loaded backend (a plan of several batch sizes loads the model once) and an arm
+already complete loads nothing. A dry run puts every arm on the fake backend and
 tokenizer, which walks the whole pipeline in seconds with no model.
 
 An arm whose backend refuses its settings at load time (`capsule.generation.refusals`) is recorded
@@ -21,15 +22,13 @@ from typing import Any
 
 from capsule.errors import BadInputError, CapsuleError
 from capsule.generation.arm_runner import generate_arm, subset_keys
-from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, load_backend, reuse_key
+from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, BackendSlot
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import record_refusal, refusal_message
-from capsule.jsonio import read_json_object
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan
-from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt
 
 
@@ -46,14 +45,6 @@ class GenerateInputs:
 def arm_keys(plan: Plan, arm: Arm, prompts: Mapping[int, Prompt]) -> list[int]:
     """The prompt keys an arm runs, from its declared subset rule."""
     return subset_keys(plan.prompts.subsets[arm.subset], dict(prompts))
-
-
-def arm_done(run: RunDir, arm: str) -> bool:
-    """Whether an arm's sidecar says it is complete (then no backend need be loaded for it)."""
-    meta = run.generations_meta(arm)
-    if not meta.exists():
-        return False
-    return read_json_object(meta, "generations sidecar").get("status") == "complete"
 
 
 class ArmFailedError(CapsuleError):
@@ -90,20 +81,15 @@ def generate_all(
     tokenizer, model_dir = None, inputs.model_dir
     if dry_run:
         tokenizer, model_dir = FakeChatTokenizer(supports_thinking=True), DRY_RUN_MODEL
-    loaded: tuple[Any, Any] | None = None  # (reuse key, backend)
+    slot = BackendSlot(context, lambda arm: say(f"loading backend {arm.backend} for arm {arm.name}"))
     try:
         for arm in arms:
             refused = refusal_message(run.dir, arm.name)
             if refused is not None and not retry_refused:
                 say(f"arm {arm.name}: refused before ({refused}); not retried (--retry-refused retries it)")
                 continue
-            if loaded is not None and loaded[0] != reuse_key(arm):
-                loaded[1].close()
-                loaded = None
             try:
-                loaded = _generate_one(
-                    plan, run, inputs, arm, loaded, tokenizer, model_dir, context, progress, say, rehearsal
-                )
+                _generate_one(plan, run, inputs, arm, slot, tokenizer, model_dir, progress, say, rehearsal)
             except BackendRefusedError as error:
                 record_refusal(run.dir, arm, error, inputs.plan_sha256, inputs.manifest_digest)
                 say(f"arm {arm.name}: REFUSED by backend {arm.backend}: {error.message}")
@@ -117,28 +103,20 @@ def generate_all(
                 if refused is not None:  # retried, and the backend took it this time
                     run.dir.refusal(arm.name).unlink(missing_ok=True)
     finally:
-        if loaded is not None:
-            loaded[1].close()
+        slot.close()
 
 
 def _generate_one(
-    plan: Plan, run: OpenRun, inputs: GenerateInputs, arm: Arm, loaded: tuple[Any, Any] | None,
-    tokenizer: Any, model_dir: Path | None, context: BackendContext, progress: bool, say: Say,
-    rehearsal: Rehearsal | None = None,
-) -> tuple[Any, Any] | None:
-    """One arm: load its backend unless `loaded` (None, or one loaded for this arm's reuse key)
-    serves it or the arm is done; generate what is missing; return the backend now loaded. In a
-    `rehearsal` the arm's keys, model directory and loader are the rehearsal's."""
+    plan: Plan, run: OpenRun, inputs: GenerateInputs, arm: Arm, slot: BackendSlot,
+    tokenizer: Any, model_dir: Path | None, progress: bool, say: Say, rehearsal: Rehearsal | None = None,
+) -> None:
+    """One arm: generate what is missing, on `slot`'s backend (loaded, or swapped, only if the arm
+    has batches left). In a `rehearsal` the arm's keys, model directory and loader are the rehearsal's."""
     keys = arm_keys(plan, arm, inputs.prompts)
     loader = plan.model.loader
     if rehearsal is not None:
         keys = rehearsal.keys(keys)
         model_dir, loader = rehearsal.model(arm)
-    if loaded is None:
-        if not arm_done(run.dir, arm.name):
-            say(f"loading backend {arm.backend} for arm {arm.name}")
-            model = _model_path(model_dir)
-            loaded = (reuse_key(arm), load_backend(arm.backend, model, arm, loader, context))
     result = generate_arm(
         arm,
         prompts=inputs.prompts,
@@ -147,13 +125,10 @@ def _generate_one(
         out_dir=run.path,
         plan_hash=inputs.plan_sha256,
         manifest_digest=inputs.manifest_digest,
-        backend=loaded[1] if loaded else None,
+        backend=slot,
         progress=progress,
         tokenizer=tokenizer,
         loader=loader,
-        endpoint=context.endpoint,
-        key_env=context.key_env,
     )
     state = "complete" if result.complete else f"partial ({result.reason})"
     say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")
-    return loaded

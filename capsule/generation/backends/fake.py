@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from capsule.errors import BadInputError
-from capsule.generation.backends import Completion, DoneCallback, Request, arm_options
+from capsule.generation.backends import BackendContext, Completion, DoneCallback, Request, arm_options
+from capsule.prereg.backend_specs import FakeOptions, Scope
+from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -65,14 +67,17 @@ class FakeBackend:
 
     name = "fake"
 
-    def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
-        options = arm_options(self.name, arm)
-        self.scope: Literal["batch", "arm"] = options["scope"]  # type: ignore[assignment]
-        self.stop_rate = float(options["stop_rate"])  # type: ignore[arg-type]
-        if options["refuse"] is not None:  # an engine refusing the arm's settings at start-up
-            raise RuntimeError(f"fake engine refuses: {options['refuse']}")
-        if options["crash"] is not None:  # an engine failing at start-up for another reason
-            raise RuntimeError(f"fake engine crashed: {options['crash']}")
+    def __init__(
+        self, model_dir: Path, arm: Arm, loader: str | None = None, context: BackendContext | None = None
+    ) -> None:
+        self.loaded_for = reuse_key(arm)
+        options = arm_options(self.name, arm, FakeOptions)
+        self.scope: Scope = options.scope
+        self.stop_rate = options.stop_rate
+        if options.refuse is not None:  # an engine refusing the arm's settings at start-up
+            raise RuntimeError(f"fake engine refuses: {options.refuse}")
+        if options.crash is not None:  # an engine failing at start-up for another reason
+            raise RuntimeError(f"fake engine crashed: {options.crash}")
         self.model_dir = model_dir
         self.loader = loader  # recorded only: no weights are loaded
         self.calls = 0

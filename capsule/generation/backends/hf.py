@@ -9,9 +9,10 @@ transformers' greedy search with no logits processors; sampling uses `hf_samplin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from capsule.generation.backends import (
+    BackendContext,
     BackendOutOfMemoryError,
     Completion,
     DoneCallback,
@@ -23,7 +24,8 @@ from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 from capsule.generation.refusals import BackendRefusedError
 from capsule.jsonio import read_json_object
-from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS
+from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS, HFOptions, Scope
+from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -34,10 +36,10 @@ def _is_oom(error: BaseException) -> bool:
     return type(error).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate" in text
 
 
-def _absent_device(device: object, torch: Any) -> str:
+def _absent_device(device: str | None, torch: Any) -> str:
     """Why an arm's explicit `device` ("cuda:1") is not on this host ("" when it is, or none is set):
     a cross-device control's second arm on a one-GPU host is refused, not a crash."""
-    if not isinstance(device, str) or not device.startswith("cuda"):
+    if device is None or not device.startswith("cuda"):
         return ""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     index = int(device.split(":", 1)[1]) if ":" in device and device.split(":", 1)[1].isdigit() else 0
@@ -51,17 +53,20 @@ class HFBackend:
     decoding are given per call. `loader` None (no plan): the class config.json calls for."""
 
     name = "hf"
-    scope: Literal["batch", "arm"] = SPECS["hf"].scope  # type: ignore[assignment]
+    scope: Scope = SPECS["hf"].scope
 
-    def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
-        self.options = arm_options(self.name, arm)
+    def __init__(
+        self, model_dir: Path, arm: Arm, loader: str | None = None, context: BackendContext | None = None
+    ) -> None:
+        self.loaded_for = reuse_key(arm)
+        self.options = arm_options(self.name, arm, HFOptions)
         self.loader = resolve_loader(model_dir, loader)  # refuses a plan/config.json mismatch
         self.auto_class = MODEL_LOADERS[self.loader]
         self._env = ArmEnv(arm.env)  # before torch initialises its threads and any CUDA context
         import torch
         import transformers
 
-        absent = _absent_device(self.options["device"], torch)
+        absent = _absent_device(self.options.device, torch)
         if absent:
             self._env.restore()
             raise BackendRefusedError(arm.name, self.name, absent)
@@ -75,10 +80,10 @@ class HFBackend:
             self.model: Any = getattr(transformers, self.auto_class).from_pretrained(
                 str(model_dir),
                 dtype=self.torch_dtype,
-                attn_implementation=self.options["attn_implementation"],
+                attn_implementation=self.options.attn_implementation,
             )
-            device = str(self.options["device"] or ("cuda" if torch.cuda.is_available() else "cpu"))
-            self.model.to(device)  # type: ignore[arg-type]
+            device = self.options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self.model.to(device)
         except (RuntimeError, MemoryError) as error:
             self._env.restore()
             if _is_oom(error):
@@ -167,7 +172,7 @@ class HFBackend:
             "versions": self._versions,
             "dtype": self.dtype_name,
             "device": self._device,
-            "options": dict(self.options),
+            "options": self.options.to_json(),
             "env": self._env_recorded,
             "torch_num_threads": torch.get_num_threads(),
             "torch_num_interop_threads": torch.get_num_interop_threads(),

@@ -28,7 +28,7 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from capsule.errors import UnavailableError
 from capsule.generation.backends import BackendContext, Completion, DoneCallback, Request, arm_options
@@ -53,7 +53,8 @@ from capsule.generation.backends.server_protocol import (
 )
 from capsule.generation.chat import stop_token_ids
 from capsule.hashing import sha256_ids
-from capsule.prereg.backend_specs import SERVER_CLIENT_OPTIONS, SPECS
+from capsule.prereg.backend_specs import SPECS, Scope, ServerOptions
+from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
 
 if TYPE_CHECKING:
@@ -75,8 +76,7 @@ class ServerBackend:
     """Client threads against one endpoint, launched for the arm or given by the user."""
 
     name = "server"
-    scope: Literal["batch", "arm"] = SPECS["server"].scope  # type: ignore[assignment]
-    takes_context = True  # load_backend passes the run directory and any --endpoint
+    scope: Scope = SPECS["server"].scope
 
     def __init__(
         self, model_dir: Path, arm: Arm, loader: str | None = None, context: BackendContext | None = None
@@ -84,7 +84,8 @@ class ServerBackend:
         import httpx
 
         context = context or BackendContext()
-        self.options = arm_options(self.name, arm)
+        self.loaded_for = reuse_key(arm)
+        self.options = arm_options(self.name, arm, ServerOptions)
         self.loader = resolve_loader(model_dir, loader)
         self.stop_ids = stop_token_ids(model_dir)
         self.dtype, self.batch_size = arm.dtype, arm.batch_size
@@ -92,10 +93,10 @@ class ServerBackend:
         # opts in, then the arm's own env (recorded in the launch record and describe())
         self.launch_env = {**usage_stats_env(self.options), **arm.env}
         self.thinking = arm.thinking
-        self.concurrency = int(self.options["concurrency"])  # type: ignore[call-overload]
-        self.api = str(self.options["api"])
+        self.concurrency = self.options.concurrency
+        self.api = self.options.api
         self.client = httpx.Client(
-            timeout=httpx.Timeout(float(self.options["request_timeout_s"]), connect=10.0),  # type: ignore[arg-type]
+            timeout=httpx.Timeout(self.options.request_timeout_s, connect=10.0),
             limits=httpx.Limits(
                 max_connections=self.concurrency + 2, max_keepalive_connections=self.concurrency
             ),
@@ -107,7 +108,7 @@ class ServerBackend:
         self._in_flight = 0
         try:
             if context.endpoint:
-                model_id = self.options["model_id"]
+                model_id = self.options.model_id
                 self.endpoint = connect(self.client, context.endpoint, context.key_env, model_id)
             else:
                 self.endpoint = self._launch(model_dir, arm, context.run)
@@ -123,7 +124,7 @@ class ServerBackend:
 
             run = RunDir(Path(tempfile.mkdtemp(prefix="capsule-server-")))
         self.leftovers = stop_leftovers(run)
-        engine = engine_arguments({k: v for k, v in self.options.items() if k not in SERVER_CLIENT_OPTIONS})
+        engine = engine_arguments(self.options)
         self.server = launch(
             run,
             arm.name,
@@ -131,8 +132,8 @@ class ServerBackend:
             self.launch_env,
         )
         started = time.monotonic()
-        health_s = wait_healthy(self.server, self.client, float(self.options["startup_timeout_s"]))  # type: ignore[arg-type]
-        model_id = self.options["model_id"] or SERVED_MODEL_NAME
+        health_s = wait_healthy(self.server, self.client, self.options.startup_timeout_s)
+        model_id = self.options.model_id or SERVED_MODEL_NAME
         endpoint = connect(self.client, self.server.base_url, None, model_id, key=self.server.api_key)
         self.server.record(
             {"status": "running", "health_after_s": round(health_s, 1), "reported": endpoint.reported,
@@ -145,7 +146,7 @@ class ServerBackend:
     def _body(self, request: Request, decoding: Decoding, max_tokens: int, seed: int) -> dict[str, Any]:
         sampling = sampling_fields(decoding, max_tokens, seed)
         if self.api == "chat":
-            thinking = (self.thinking == "on") if self.options["chat_thinking"] else None
+            thinking = (self.thinking == "on") if self.options.chat_thinking else None
             return chat_body(self.endpoint.model_id, request.text, sampling, thinking)
         return completion_body(self.endpoint.model_id, request.input_ids, sampling, self.stop_ids)
 
@@ -157,7 +158,7 @@ class ServerBackend:
         sent_at = time.time()
         try:
             reply = stream_reply(self.client, self.endpoint.base_url + API_PATHS[self.api], body,
-                                 self.endpoint.headers, float(self.options["request_timeout_s"]))  # type: ignore[arg-type]
+                                 self.endpoint.headers, self.options.request_timeout_s)
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -167,7 +168,7 @@ class ServerBackend:
                   stop: threading.Event) -> Completion:  # fmt: skip
         """Send one request until it succeeds (same seed each attempt) or `max_attempts` fail."""
         body = self._body(request, decoding, max_tokens, seed)
-        attempts = int(self.options["max_attempts"])  # type: ignore[call-overload]
+        attempts = self.options.max_attempts
         last: RequestFailed | None = None
         for attempt in range(1, attempts + 1):
             if stop.is_set():
@@ -179,7 +180,7 @@ class ServerBackend:
                 if not failure.retryable:
                     text = str(failure)
                     where = "" if self.endpoint.base_url in text else f"{self.endpoint.base_url}: "
-                    raise ServerArmError(f"{where}{text}{self._fix(failure)}") from failure
+                    raise ServerArmError(f"{where}{text}{failure.advice(self.endpoint)}") from failure
                 last = failure
                 self._check_alive()
                 time.sleep(_RETRY_PAUSE_S[min(attempt - 1, len(_RETRY_PAUSE_S) - 1)])
@@ -223,19 +224,6 @@ class ServerBackend:
                 f"{self.endpoint.base_url}: {self.server.exit_line()}; finished batches are kept: "
                 "rerun the same command to resume the arm"
             )
-
-    def _fix(self, failure: RequestFailed) -> str:
-        """How to fix a final failure ("" where its message already says)."""
-        text = str(failure)
-        if "API key" in text:
-            where = f"${self.endpoint.key_env}" if self.endpoint.key_env else "the key the server expects"
-            return f"; put the endpoint's key in {where}"
-        if "404" in text:
-            served = self.endpoint.reported.get("models")
-            return f"; the endpoint serves {served}: set backend_options.model_id"
-        if "token_ids" in text:
-            return ""
-        return "; the endpoint does not accept the capsule's request (it needs an OpenAI-compatible vLLM)"
 
     # ---- the arm ----------------------------------------------------------------------------------
 
@@ -281,9 +269,9 @@ class ServerBackend:
                 finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
                 for future in finished:
                     i = futures[future]
-                    results[i] = future.result()
+                    completion = results[i] = future.result()
                     if on_done is not None:
-                        on_done(i, results[i])  # type: ignore[arg-type]
+                        on_done(i, completion)
         finally:
             stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
@@ -298,7 +286,7 @@ class ServerBackend:
             "endpoint": self.endpoint.base_url,
             "reported": self.endpoint.reported,
             "api": self.api,
-            "client": {k: self.options[k] for k in SERVER_CLIENT_OPTIONS if k != "model_id"},
+            "client": {k: v for k, v in self.options.client().items() if k != "model_id"},
             "model_id": self.endpoint.model_id,
             "loader": self.loader,
             "stop_token_ids": self.stop_ids,
@@ -311,7 +299,7 @@ class ServerBackend:
                 "command": self.server.command,
                 "dtype": self.dtype,
                 "max_num_seqs": self.batch_size,
-                "engine_options": {k: v for k, v in self.options.items() if k not in SERVER_CLIENT_OPTIONS},
+                "engine_options": self.options.engine(),
                 "env": self.launch_env,
                 "stopped_leftover_pids": self.leftovers,
             }

@@ -9,7 +9,8 @@ template, as the authors of Agents-A1 did; the ids the server rendered come back
 Replies are streamed (server-sent events) so the first token's arrival is timed, and always carry
 the generated token ids (`return_token_ids`), which the capsule decodes with its own tokenizer. A
 reply that fails is a `RequestFailed`, marked retryable (connection lost, timeout, 5xx, a stream cut
-short, no choices) or not (wrong key, wrong model id, a refused body); it is never an answer.
+short, no choices) or not (wrong key, wrong model id, a refused body); it is never an answer. A
+final failure carries its own advice (`RequestFailed.advice`): its class says what went wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
+    from capsule.generation.backends.server_endpoint import Endpoint
     from capsule.prereg.plan import Decoding
 
 #: The path of each API under the endpoint's /v1 base.
@@ -30,11 +32,46 @@ API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 
 
 class RequestFailed(Exception):
-    """One request got no usable reply; `retryable` says whether the same request may be sent again."""
+    """One request got no usable reply; `retryable` says whether the same request may be sent again.
+    This class is a failure of the request itself (a body the endpoint rejects, a reply that breaks
+    the protocol); its subclasses name the other final failures, each with its own advice."""
 
     def __init__(self, message: str, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+    def advice(self, endpoint: Endpoint) -> str:
+        """How to fix this failure once it is final, as a clause to append ("" where the message says)."""
+        return "; the endpoint does not accept the capsule's request (it needs an OpenAI-compatible vLLM)"
+
+    def at(self, url: str) -> RequestFailed:
+        """The same failure (class, retryable) with its message prefixed by the URL it came from."""
+        return type(self)(f"{url}: {self}", self.retryable)
+
+
+class KeyRefused(RequestFailed):
+    """The endpoint refused the API key (HTTP 401 / 403)."""
+
+    def advice(self, endpoint: Endpoint) -> str:
+        """Where the key is read from."""
+        where = f"${endpoint.key_env}" if endpoint.key_env else "the key the server expects"
+        return f"; put the endpoint's key in {where}"
+
+
+class UnknownModel(RequestFailed):
+    """The endpoint does not know the model id or the path (HTTP 404)."""
+
+    def advice(self, endpoint: Endpoint) -> str:
+        """The model ids the endpoint said it serves."""
+        return f"; the endpoint serves {endpoint.reported.get('models')}: set backend_options.model_id"
+
+
+class NoTokenIds(RequestFailed):
+    """The reply carries text without its token ids (an endpoint that ignores return_token_ids)."""
+
+    def advice(self, endpoint: Endpoint) -> str:
+        """Nothing: the message says which endpoint is needed."""
+        return ""
 
 
 @dataclass
@@ -141,7 +178,7 @@ def _chunk(reply: Reply, payload: dict[str, Any]) -> None:
                 reply.first_token_at = time.time()
             reply.token_ids.extend(ids)
         elif (choice.get("text") or (delta or {}).get("content")) and ids is None:
-            raise RequestFailed(
+            raise NoTokenIds(
                 "the reply carries text but no token_ids; the server backend needs an endpoint that "
                 "honours return_token_ids (vLLM >= 0.10)",
                 retryable=False,
@@ -183,9 +220,9 @@ def _status_failure(response: httpx.Response, url: str) -> RequestFailed:
         detail = ""
     code = response.status_code
     if code in (401, 403):
-        return RequestFailed(f"{url} refused the API key (HTTP {code}): {detail}", retryable=False)
+        return KeyRefused(f"{url} refused the API key (HTTP {code}): {detail}", retryable=False)
     if code == 404:
-        return RequestFailed(f"{url}: HTTP 404 (unknown model id or path): {detail}", retryable=False)
+        return UnknownModel(f"{url}: HTTP 404 (unknown model id or path): {detail}", retryable=False)
     if code in (400, 422):
         return RequestFailed(f"{url} rejected the request (HTTP {code}): {detail}", retryable=False)
     return RequestFailed(f"{url}: HTTP {code}: {detail}", retryable=True)
@@ -239,7 +276,7 @@ def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: 
                 try:
                     _chunk(reply, payload)
                 except RequestFailed as failure:
-                    raise RequestFailed(f"{url}: {failure}", failure.retryable) from None
+                    raise failure.at(url) from None
                 saw_choice = saw_choice or bool(payload.get("choices"))
     except RequestFailed:
         raise

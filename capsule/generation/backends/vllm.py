@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capsule.errors import UnavailableError
 from capsule.generation.backends import (
+    BackendContext,
     BackendOutOfMemoryError,
     Completion,
     DoneCallback,
@@ -34,7 +35,8 @@ from capsule.generation.backends.reaper import start_reaper, stop_reaper
 from capsule.generation.backends.startup_log import StderrTee
 from capsule.generation.chat import stop_token_ids
 from capsule.generation.refusals import BackendRefusedError
-from capsule.prereg.backend_specs import SPECS
+from capsule.prereg.backend_specs import SPECS, Scope, VLLMEngineOptions
+from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:
     from capsule.prereg.plan import Arm, Decoding
@@ -82,10 +84,13 @@ class VLLMBackend:
     """One `vllm.LLM` engine built for an arm's load-time settings."""
 
     name = "vllm"
-    scope: Literal["batch", "arm"] = SPECS["vllm"].scope  # type: ignore[assignment]
+    scope: Scope = SPECS["vllm"].scope
 
-    def __init__(self, model_dir: Path, arm: Arm, loader: str | None = None) -> None:
-        self.options = arm_options(self.name, arm)
+    def __init__(
+        self, model_dir: Path, arm: Arm, loader: str | None = None, context: BackendContext | None = None
+    ) -> None:
+        self.loaded_for = reuse_key(arm)
+        self.options = arm_options(self.name, arm, VLLMEngineOptions)
         # vLLM picks its model class from config.json; the plan's loader must agree with it
         self.loader = resolve_loader(model_dir, loader)
         import torch
@@ -213,7 +218,7 @@ class VLLMBackend:
             "versions": self._versions,
             "dtype": self.dtype_name,
             "loader": self.loader,
-            "options": {k: _jsonable(v) for k, v in self.options.items()},
+            "options": {k: _jsonable(v) for k, v in self.options.to_json().items()},
             "scheduler": {f: _jsonable(getattr(config.scheduler_config, f, None)) for f in _SCHEDULER_FIELDS},
             "cache": {f: _jsonable(getattr(config.cache_config, f, None)) for f in _CACHE_FIELDS},
             "enforce_eager": bool(config.model_config.enforce_eager),
