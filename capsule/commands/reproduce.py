@@ -9,6 +9,7 @@ import click
 from capsule.commands.endpoint_option import endpoint_options
 from capsule.commands.ledger_option import LEDGER_OPTION
 from capsule.commands.plan import gpu_cost_lines
+from capsule.pipeline.lanes import LaneOptions, parse_gpus
 from capsule.pipeline.rehearsal import REHEARSAL_BANNER
 from capsule.pipeline.reproduce import ReproduceOptions
 from capsule.pipeline.reproduce import reproduce as run_plan
@@ -76,6 +77,9 @@ DEFAULT_PLAN = Path("prereg/smollm2-135m-v3")
     is_flag=True,
     help="Resuming: load the backend again for arms it refused before (default: keep the refusal).",
 )
+@click.option("--lanes", type=int, default=1, show_default=True,
+              help="Run up to this many arms at once, each lane its own process (docs/lanes.md).")
+@click.option("--gpus", default=None, help="Lanes on these GPUs, one per lane in turn (NVML indices: 0,1).")
 @endpoint_options
 def reproduce(
     plan_path: Path,
@@ -92,6 +96,8 @@ def reproduce(
     retry_refused: bool,
     endpoint: str | None,
     endpoint_key_env: str,
+    lanes: int,
+    gpus: str | None,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
     if dry_run and rehearse:
@@ -118,6 +124,7 @@ def reproduce(
         endpoint=endpoint,
         endpoint_key_env=endpoint_key_env,
         retry_refused=retry_refused,
+        lanes=LaneOptions(lanes, parse_gpus(gpus)),
     )
     if dry_run:
         click.echo(
