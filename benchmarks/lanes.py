@@ -1,7 +1,8 @@
 """Wall time of the same arms run one after another and on `--lanes 2`, side by side in one run.
 
-The embedded plan's fp32 arms (or those `--arms` names), each shrunk to the first `--prompts`
-prompts and `--max-new-tokens` tokens, are generated twice by the generate stage `capsule
+Four of the embedded plan's fp32 arms (two engine runs: vLLM at batch 48 and its rerun, transformers
+at batch 48 and 16; `--arms` names others), each shrunk to the first `--prompts` prompts and
+`--max-new-tokens` tokens, are generated twice by the generate stage `capsule
 reproduce` runs (`capsule.pipeline.stage_generate.generate_all`): first sequentially (`--lanes 1`,
 this process), then with `--lanes N` (one spawned process per lane), each into its own run
 directory. Printed: the wall time of each (backend starts and, for lanes, process starts
@@ -27,6 +28,7 @@ from typing import Any
 EMBEDDED_PLAN = Path("prereg/smollm2-135m-v3")
 SUBSET = "lanes-benchmark"
 TIMING = ("elapsed_s",)  # the one row field that is a measurement, not a generation
+DEFAULT_ARMS = "vllm-fp32-b48,vllm-fp32-b48-rerun,hf-fp32-b48,hf-fp32-b16"  # one engine run per lane
 
 
 def shrunk_plan(plan: Any, arms: list[str] | None, prompts: int, max_new_tokens: int) -> Any:
@@ -81,10 +83,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--lanes", type=int, default=2)
-    parser.add_argument("--arms", default=None, help="Comma-separated arm names (default: every fp32 arm).")
+    parser.add_argument("--arms", default=DEFAULT_ARMS, help="Arm names, comma-separated (fp32: all).")
     parser.add_argument("--keep", type=Path, default=None, help="Leave both run directories here.")
     args = parser.parse_args()
-    arms = args.arms.split(",") if args.arms else None
+    arms = None if args.arms == "fp32" else args.arms.split(",")
     plan = shrunk_plan(load_plan(EMBEDDED_PLAN), arms, args.prompts, args.max_new_tokens)
     prompts = load_prompts(fetch_prompts(None).path)
     inputs = GenerateInputs(prompts, resolve_model_dir(plan.model, None), "lanes-benchmark", "")
