@@ -1,4 +1,4 @@
-"""Fault injection for crash tests: kill this process at a named point of the signing steps.
+"""Fault injection for crash tests: kill this process at a named point of generation or signing.
 
 `CAPSULE_KILL_AT=<point>` (read here and nowhere else) makes `crash_point(<point>)` send this process
 SIGKILL, the one signal nothing can clean up after, so a test can check that the step after it is
@@ -15,6 +15,11 @@ restartable. Unset (always, outside tests), `crash_point` does nothing. The poin
 
     resign-journaled     the undo journal written, nothing in the run changed yet
     resign-documents     RESULTS.md and plots rewritten, bundle.json not yet
+
+Generation has one, which `CAPSULE_KILL_AT=<point>:<arm>` narrows to one arm (so a test can kill
+one lane of `reproduce --lanes` mid-arm and leave the others running):
+
+    after-batch          a batch's rows durably appended to the arm's file (generation.store)
 """
 
 from __future__ import annotations
@@ -32,11 +37,14 @@ SIGNING_POINTS: tuple[str, ...] = (
     "after-ledger",
 )
 RESIGN_POINTS: tuple[str, ...] = ("resign-journaled", "resign-documents")
+GENERATION_POINTS: tuple[str, ...] = ("after-batch",)
 
 
-def crash_point(point: str) -> None:
-    """SIGKILL this process here if `$CAPSULE_KILL_AT` names `point` (a test's injected crash)."""
-    if point not in SIGNING_POINTS + RESIGN_POINTS:
+def crash_point(point: str, subject: str | None = None) -> None:
+    """SIGKILL this process here if `$CAPSULE_KILL_AT` names `point`, or `point:subject` (a test's
+    injected crash; `subject`: the arm at a generation point)."""
+    if point not in SIGNING_POINTS + RESIGN_POINTS + GENERATION_POINTS:
         raise ValueError(f"unknown crash point {point!r}")  # a typo in the code, never user input
-    if os.environ.get(KILL_AT_ENV) == point:
+    wanted = os.environ.get(KILL_AT_ENV)
+    if wanted == point or (subject is not None and wanted == f"{point}:{subject}"):
         os.kill(os.getpid(), signal.SIGKILL)

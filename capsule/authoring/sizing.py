@@ -103,13 +103,29 @@ class PlanEstimate:
         """Minutes for every arm one after another, starts included."""
         return sum(self._run_minutes(most))
 
+    def lane_runs(self, lanes: int, most: bool = False) -> list[list[int]]:
+        """Which engine runs (indices into `runs`) each of `lanes` lanes gets: `place_longest_first`
+        on each run's minutes. `capsule reproduce --lanes` runs its lanes by this placement."""
+        return place_longest_first(self._run_minutes(most), lanes)
+
     def with_lanes(self, lanes: int, most: bool = False) -> float:
         """Minutes with `lanes` lanes: engine runs (never split) placed longest first on the least
         loaded lane; the longest lane's minutes. Assumes lanes do not slow each other."""
-        loads = [0.0] * max(1, lanes)
-        for minutes in sorted(self._run_minutes(most), reverse=True):
-            loads[loads.index(min(loads))] += minutes
-        return max(loads)
+        minutes = self._run_minutes(most)
+        return max(sum(minutes[i] for i in lane) for lane in place_longest_first(minutes, lanes))
+
+
+def place_longest_first(weights: list[float], lanes: int) -> list[list[int]]:
+    """Each item (by index) placed, longest first, on the least loaded of `lanes` lanes (ties: the
+    lower lane, then the earlier item); each lane's items in index order. The one placement rule
+    of `plan cost --lanes` and `reproduce --lanes`."""
+    loads = [0.0] * max(1, lanes)
+    placed: list[list[int]] = [[] for _ in loads]
+    for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
+        lane = loads.index(min(loads))
+        loads[lane] += weights[index]
+        placed[lane].append(index)
+    return [sorted(lane) for lane in placed]
 
 
 def estimate_plan(

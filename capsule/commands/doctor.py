@@ -17,9 +17,11 @@ from capsule.prereg.loader import load_plan
 @click.option("--prompts", "prompts_path", type=click.Path(path_type=Path), default=None,
               help="Your own IFEval input_data.jsonl instead of the cached one.")
 @results_option("Where runs will be written (its free disk space is checked).")
+@click.option("--lanes", type=int, default=None,
+              help="Also check that many lanes' arms fit one device at once (reproduce --lanes).")
 @click.pass_context
 def doctor(ctx: click.Context, plan_path: Path, model_dir: Path | None, prompts_path: Path | None,
-           results_root: Path) -> None:
+           results_root: Path, lanes: int | None) -> None:
     """Check GPU, memory per arm, CUDA/vLLM, weights, prompts and disk before a long run.
 
     Exit 0 when everything the plan needs is here, 2 otherwise (one MISSING line per missing thing).
@@ -28,7 +30,9 @@ def doctor(ctx: click.Context, plan_path: Path, model_dir: Path | None, prompts_
     from capsule.machine.doctor import run_doctor
 
     plan = load_plan(plan_path)
-    report = run_doctor(plan, model_dir=model_dir, prompts_path=prompts_path, results_root=results_root)
+    report = run_doctor(
+        plan, model_dir=model_dir, prompts_path=prompts_path, results_root=results_root, lanes=lanes
+    )
     click.echo(f"plan {plan.name}: {len(plan.arms)} arms, model {plan.model.name}")
     for finding in report.findings:
         click.echo(finding.line())

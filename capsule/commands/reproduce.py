@@ -14,6 +14,7 @@ import click
 
 from capsule.authoring.pricing import gpu_cost_lines
 from capsule.commands.options import endpoint_options, ledger_option, plan_option, results_option
+from capsule.pipeline.lanes import LaneOptions, parse_gpus
 from capsule.pipeline.rehearsal import REHEARSAL_BANNER
 from capsule.pipeline.reproduce import ReproduceOptions, default_results_root
 from capsule.pipeline.reproduce import reproduce as run_plan
@@ -68,8 +69,13 @@ from capsule.report.document import headline_line
     is_flag=True,
     help="Resuming: load the backend again for arms it refused before (default: keep the refusal).",
 )
+@click.option("--lanes", type=int, default=1, show_default=True,
+              help="Run up to this many arms at once, each lane its own process (docs/lanes.md).")
+@click.option("--gpus", default=None, help="Lanes on these GPUs, one per lane in turn (NVML indices: 0,1).")
 @endpoint_options
-def reproduce(results_root: Path | None, no_progress: bool, **given: Any) -> None:
+def reproduce(
+    results_root: Path | None, no_progress: bool, lanes: int, gpus: str | None, **given: Any
+) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
     dry_run, rehearse = given["dry_run"], given["rehearse"]
     if dry_run and rehearse:
@@ -80,7 +86,9 @@ def reproduce(results_root: Path | None, no_progress: bool, **given: Any) -> Non
             "leave out --model-dir and --endpoint"
         )
     root = results_root if results_root is not None else default_results_root(dry_run, rehearse)
-    options = ReproduceOptions(results_root=root, progress=not no_progress, **given)
+    options = ReproduceOptions(
+        results_root=root, progress=not no_progress, lanes=LaneOptions(lanes, parse_gpus(gpus)), **given
+    )
     if dry_run:
         click.echo(
             "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, TypeGuard
 
 from capsule.atomic import append_jsonl_durable, truncate_torn_tail, write_json_atomic
 from capsule.errors import BadInputError, CapsuleError, VerificationError
+from capsule.faults import crash_point
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
 from capsule.jsonio import read_json_object, read_jsonl_complete
@@ -192,6 +193,7 @@ class ArmStore:
             write_json_atomic(self.meta_path, self.meta)
             self.persisted = True
         append_jsonl_durable(self.rows_path, rows)
+        crash_point("after-batch", self.arm_name)  # tests only: a process killed between batches
         self.meta["segments"][-1]["rows"] += len(rows)
 
     def finish(

@@ -3,7 +3,9 @@
 Each finding is one line: `ok`, `MISSING` (the run cannot succeed here) or `note` (worth knowing,
 not blocking). Nothing heavy is imported: vLLM is located with `find_spec`, torch's CUDA build is read
 from `torch/version.py` (`capsule.machine.software`), GPUs through NVML (`capsule.machine.gpu`). Memory
-needs are estimates (weights + KV cache for batch x tokens + a fixed overhead), labelled as such.
+needs are estimates (weights + KV cache for batch x tokens, or a vLLM arm's fixed
+`kv_cache_memory_bytes`, + a fixed overhead), labelled as such; with lanes, the sum of the arms
+that may run at once.
 The host's facts are gathered once into `HostFacts`, so tests can hand in any machine they like.
 """
 
@@ -24,7 +26,7 @@ from capsule.artifacts.model_store import (
     verify_pinned_files,
 )
 from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
-from capsule.errors import CapsuleError
+from capsule.errors import BadInputError, CapsuleError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json_object
 from capsule.machine.gpu import probe_gpus
@@ -37,10 +39,12 @@ from capsule.machine.memory import (
     arm_need,
     arm_rows,
     kv_geometry,
+    lane_footprint,
     params_from_name,
     safetensors_params,
 )
 from capsule.machine.software import installed_version, torch_build
+from capsule.prereg.engine_sharing import engine_runs
 from capsule.prereg.plan import Plan
 from ifeval_scorer.errors import ScorerError
 from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
@@ -264,6 +268,43 @@ def _check_memory(report: Report, needs: list[ArmNeed], host: HostFacts, model: 
                 report.add(STATUS_OK, f"memory {need.arm}", f"{label} <= {free} free RAM")
 
 
+def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFacts, lanes: int) -> None:
+    """`--lanes N` on one device (as `reproduce --lanes N` without --gpus): at worst the N engine
+    runs that hold the most run at once, each at its largest arm's footprint (`lane_footprint`),
+    and their sum must fit the GPU's memory (GPU plans) or the free RAM (CPU plans)."""
+    by_arm = {need.arm: need for need in needs}
+    on_gpu = any(need.device == "gpu" for need in needs)
+    if on_gpu and not host.gpus:
+        report.add(STATUS_NOTE, "lanes", f"{lanes} lanes: no GPU here to fit them on (see the gpu line)")
+        return
+    capacity = max(memory for _name, memory in host.gpus) if on_gpu else host.ram_available_bytes
+    where = f"one GPU ({_gib(capacity)})" if on_gpu else f"free RAM ({_gib(capacity)})"
+    device = "gpu" if on_gpu else "cpu"
+    peaks: list[tuple[int, str]] = []  # each engine run's largest footprint, and its arithmetic
+    for run in engine_runs(plan.arms):
+        sized = []
+        for need in (by_arm[arm.name] for arm in run if by_arm[arm.name].device == device):
+            footprint = lane_footprint(need, capacity)
+            if footprint is None:
+                report.add(STATUS_NOTE, "lanes", f"{lanes} lanes: {need.arm}'s estimate is incomplete")
+                return
+            sized.append((footprint[0], f"{need.arm} {_gib(footprint[0])} = {footprint[1]}"))
+        if sized:
+            peaks.append(max(sized))
+    peaks.sort(reverse=True)
+    largest = peaks[:lanes]
+    total = sum(size for size, _why in largest)
+    fits = [k for k in range(1, len(peaks) + 1) if sum(size for size, _why in peaks[:k]) <= capacity]
+    arithmetic = (f"{lanes} lanes on {where}: at worst the {len(largest)} largest engine runs at once need "
+                  f"{' + '.join(_gib(size) for size, _why in largest)} = {_gib(total)}")
+    parts = "; ".join(why for _size, why in largest)
+    if total > capacity:
+        fix = f"use --lanes {fits[-1]} or fewer" if fits else "not even one lane fits: see the memory lines"
+        report.add(STATUS_MISSING, "lanes", f"{arithmetic} > {_gib(capacity)} ({parts}); {fix}")
+    else:
+        report.add(STATUS_OK, "lanes", f"{arithmetic} <= {_gib(capacity)} ({parts})")
+
+
 def _check_disk(report: Report, plan: Plan, host: HostFacts, model: ModelFacts, present: bool) -> None:
     outputs = sum(arm_rows(plan, a) * (a.max_new_tokens * OUTPUT_BYTES_PER_TOKEN + 1024) for a in plan.arms)
     need = max(outputs, MIN_FREE_DISK_BYTES)
@@ -285,8 +326,12 @@ def run_doctor(
     prompts_path: Path | None = None,
     results_root: Path = Path("results"),
     probe: Callable[[Path], HostFacts] | None = None,
+    lanes: int | None = None,
 ) -> Report:
-    """Check everything `plan` needs on this host (or on `host`), cheapest first; nothing is downloaded."""
+    """Check everything `plan` needs on this host (or on `host`), cheapest first; nothing is downloaded.
+    `lanes`: also whether that many lanes' arms fit one device's memory at once (`_check_lanes`)."""
+    if lanes is not None and not 1 <= lanes <= len(plan.arms):
+        raise BadInputError(f"--lanes {lanes}: between 1 and the plan's {len(plan.arms)} arms")
     host = host if host is not None else (probe or probe_host)(results_root)
     report = Report(plan.name)
     directory, how = model_directory(plan, model_dir)
@@ -300,5 +345,7 @@ def run_doctor(
     _check_software(report, plan, host)
     _check_gpu(report, needs, host)
     _check_memory(report, needs, host, model)
+    if lanes is not None:
+        _check_lanes(report, plan, needs, host, lanes)
     _check_disk(report, plan, host, model, present)
     return report

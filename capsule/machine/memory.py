@@ -1,7 +1,8 @@
 """Memory a plan's arm needs, estimated from the model's size and KV-cache geometry and the arm's settings.
 
 Estimates, not measurements: weights (parameters x dtype bytes) + KV cache (batch x (prompt allowance +
-max_new_tokens, capped by max_model_len) x bytes per token) + a fixed overhead. The parameter count is
+max_new_tokens, capped by max_model_len) x bytes per token; a vLLM arm's `kv_cache_memory_bytes`
+where it fixes one) + a fixed overhead. The parameter count is
 exact when the safetensors files are present (their JSON headers), else read from the model's name.
 `capsule.machine.doctor` compares these with what the host has.
 """
@@ -27,6 +28,7 @@ PROMPT_TOKENS_ALLOWANCE = 1024
 GPU_OVERHEAD_BYTES = 3 * GIB
 CPU_OVERHEAD_BYTES = 1 * GIB  # process, tokenizer, activations (DESIGN: 1.2-2.3 GB peak at 135M)
 VLLM_CPU_KV_DEFAULT_GIB = 4  # vLLM-CPU's KV cache space when VLLM_CPU_KVCACHE_SPACE is unset
+KV_CACHE_OPTION = "kv_cache_memory_bytes"  # a vLLM arm's fixed KV cache (then its size, not a share)
 # Above this many parameters a CPU run of a few hundred IFEval prompts takes days (135M gives ~300 tok/s
 # on 2 cores under vLLM-CPU, and throughput falls roughly with size), so such arms need a GPU.
 CPU_MAX_PARAMS = 1_000_000_000
@@ -121,6 +123,7 @@ class ArmNeed:
     kv_bytes: int | None
     overhead_bytes: int
     budget_fraction: float  # the share of a GPU the arm may use (vLLM's gpu_memory_utilization)
+    kv_fixed: bool = False  # a GPU vLLM arm whose kv_cache_memory_bytes fixes `kv_bytes`
 
     @property
     def total_bytes(self) -> int | None:
@@ -164,18 +167,40 @@ def arm_need(arm: Arm, model: ModelFacts, host: HostFacts) -> ArmNeed:
     kv = None
     if model.kv_elems_per_token is not None:
         kv = arm.batch_size * (tokens * model.kv_elems_per_token + model.state_elems_per_seq) * width
-    fraction = 1.0
+    fraction, kv_fixed = 1.0, False
     if device == "cpu" and arm.backend == "vllm":
         space = arm.env.get("VLLM_CPU_KVCACHE_SPACE") or os.environ.get("VLLM_CPU_KVCACHE_SPACE")
         reserved = int(float(space) * GIB) if space else VLLM_CPU_KV_DEFAULT_GIB * GIB
         kv = max(kv or 0, reserved)  # vLLM-CPU allocates its whole KV space up front
     elif device == "gpu" and arm.backend == "vllm":
-        utilization = arm.backend_options.get("gpu_memory_utilization", 0.9)  # 0.9: vLLM's default
-        fraction = float(utilization) if isinstance(utilization, int | float) else 0.9
+        fixed = arm.backend_options.get(KV_CACHE_OPTION)
+        if isinstance(fixed, int) and not isinstance(fixed, bool):
+            kv, kv_fixed = fixed, True  # vLLM allocates exactly this; gpu_memory_utilization no longer caps
+        else:
+            utilization = arm.backend_options.get("gpu_memory_utilization", 0.9)  # 0.9: vLLM's default
+            fraction = float(utilization) if isinstance(utilization, int | float) else 0.9
     if device == "none":
         weights, kv = 0, 0
     overhead = {"gpu": GPU_OVERHEAD_BYTES, "cpu": CPU_OVERHEAD_BYTES}.get(device, 0)
-    return ArmNeed(arm.name, arm.backend, device, reasons, weights, kv, overhead, fraction)
+    return ArmNeed(arm.name, arm.backend, device, reasons, weights, kv, overhead, fraction, kv_fixed)
+
+
+def lane_footprint(need: ArmNeed, gpu_memory: int) -> tuple[int, str] | None:
+    """What one arm holds on a GPU while a neighbouring lane runs, and its arithmetic: a vLLM arm
+    without a fixed KV cache reserves its `gpu_memory_utilization` share of the GPU whatever it
+    needs; any other arm its estimate (weights + KV + overhead, which holds the activations).
+    None when the estimate is incomplete."""
+    if need.device == "gpu" and need.backend == "vllm" and not need.kv_fixed:
+        share = int(need.budget_fraction * gpu_memory)
+        return share, f"gpu_memory_utilization {need.budget_fraction:g} x {gpu_memory / GIB:.1f} GiB"
+    total = need.total_bytes
+    if total is None or need.weights_bytes is None or need.kv_bytes is None:
+        return None
+    kv = KV_CACHE_OPTION if need.kv_fixed else "KV"
+    return total, (
+        f"weights {need.weights_bytes / GIB:.1f} + {kv} {need.kv_bytes / GIB:.1f} "
+        f"+ overhead {need.overhead_bytes / GIB:.1f} GiB"
+    )
 
 
 def arm_rows(plan: Plan, arm: Arm) -> int:

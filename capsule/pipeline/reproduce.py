@@ -24,6 +24,7 @@ from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.hashing import sha256_bytes, sha256_file
+from capsule.pipeline.lanes import LaneOptions, check_lanes
 from capsule.pipeline.opening import (
     OpenRun,
     Say,
@@ -68,6 +69,7 @@ class ReproduceOptions:
     endpoint_key_env: str = ENDPOINT_KEY_ENV  # the variable holding its API key (never written)
     retry_refused: bool = False  # load the backend again for arms a resumed run records as refused
     rehearse: bool = False  # every arm shrunk on a stand-in model, real backends (pipeline.rehearsal)
+    lanes: LaneOptions = LaneOptions()  # arms side by side on that many lane processes (pipeline.lanes)
 
     @property
     def recorded(self) -> bool:
@@ -128,6 +130,8 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
 
     sealed = _load_for(options)
     plan, seal, ledger = sealed.plan, sealed.seal, sealed.ledger
+    if options.lanes != LaneOptions():
+        check_lanes(plan, options.lanes)  # bad lanes or GPUs: refused before anything is written
     signer, key_line = load_signing_key(options.signing_key)  # fail on a bad key before hours of work
     fetched = fetch_prompts(options.prompts_path)
     if sha256_file(fetched.path) != plan.prompts.sha256:
@@ -211,7 +215,7 @@ def _run_opened(
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,
         endpoint=options.endpoint, key_env=options.endpoint_key_env, retry_refused=options.retry_refused,
-        rehearsal=rehearsal,
+        rehearsal=rehearsal, lanes=options.lanes,
     )
     say("scoring and analysing")
     analysis = analyse(run.dir, plan, prompts, None if options.dry_run else model_tokenizer(model_dir))

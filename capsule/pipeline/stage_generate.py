@@ -10,11 +10,13 @@ as refused (`generations/<arm>.refused.json`) and the run goes on; a resumed run
 unless `retry_refused`. Any other failure stops the run with one error naming the arm
 (`ArmFailedError`); what was generated stays on disk, and the same command resumes.
 A rehearsal (`capsule.pipeline.rehearsal`) runs each arm shrunk, on its first few keys, on the
-real backend with a stand-in model directory and loader.
+real backend with a stand-in model directory and loader. With lanes (`capsule.pipeline.lanes`),
+each lane's process runs this same loop on its own arms.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,15 @@ from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, Backen
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import record_refusal, refusal_message
+from capsule.pipeline.lanes import (
+    Lane,
+    LaneMessage,
+    LaneOptions,
+    assign_lanes,
+    placed,
+    run_lanes,
+    segment_count,
+)
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan
@@ -65,18 +76,72 @@ def _model_path(model_dir: Path | None) -> Path:
     return model_dir
 
 
+@dataclass(frozen=True)
+class GenerateSettings:
+    """How the arms are run (none of it changes a row): see `generate_all`'s arguments."""
+    dry_run: bool
+    progress: bool
+    endpoint: str | None = None
+    key_env: str = ENDPOINT_KEY_ENV
+    retry_refused: bool = False
+    rehearsal: Rehearsal | None = None
+
+
+@dataclass(frozen=True)
+class LaneJob:
+    """What a lane's process needs to generate its arms (sent to it pickled)."""
+    plan: Plan
+    run: OpenRun
+    inputs: GenerateInputs
+    settings: GenerateSettings
+
+
 def generate_all(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say,
     endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV, retry_refused: bool = False,
-    rehearsal: Rehearsal | None = None,
+    rehearsal: Rehearsal | None = None, lanes: LaneOptions | None = None,
 ) -> None:
     """Generate every arm in plan order, reusing one loaded backend across arms that allow it.
     `endpoint` / `key_env`: server arms use that endpoint instead of launching a server.
     `retry_refused`: load the backend again for arms recorded as refused (else they are skipped).
-    `rehearsal`: each arm shrunk, on its stand-in model (`Rehearsal.arm`, `.keys`, `.model`)."""
-    context = BackendContext(run.dir, endpoint, key_env)
+    `rehearsal`: each arm shrunk, on its stand-in model (`Rehearsal.arm`, `.keys`, `.model`).
+    `lanes`: more than one runs the engine runs on that many lane processes (`capsule.pipeline.lanes`;
+    no progress bars there); one (the default) is this process, arm after arm."""
+    settings = GenerateSettings(dry_run, progress, endpoint, key_env, retry_refused, rehearsal)
+    if lanes is None or lanes == LaneOptions():
+        generate_arms(plan, run, inputs, settings, say)
+        return
+    job = LaneJob(plan, run, inputs, dataclasses.replace(settings, progress=False))
+    run_lanes(assign_lanes(plan, lanes), run_lane, job, say)
+
+
+def run_lane(job: LaneJob, lane: Lane, messages: Any) -> None:
+    """A lane process's body: generate the lane's arms, sending each line and the end (or the
+    error that stopped it) to the parent through `messages`."""
+    def say(line: str) -> None:
+        messages.put(LaneMessage(lane.number, line))
+
+    try:
+        generate_arms(job.plan, job.run, job.inputs, job.settings, say, lane)
+    except CapsuleError as error:
+        messages.put(LaneMessage(lane.number, done=True, error=str(error), exit_code=error.exit_code))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which stops the run
+        messages.put(LaneMessage(lane.number, done=True, error=f"{type(error).__name__}: {error}"))
+    else:
+        messages.put(LaneMessage(lane.number, done=True))
+
+
+def generate_arms(
+    plan: Plan, run: OpenRun, inputs: GenerateInputs, settings: GenerateSettings, say: Say,
+    lane: Lane | None = None,
+) -> None:
+    """Generate the plan's arms (a `lane`'s only, when given, recording it in each arm's sidecar)
+    in plan order, reusing one loaded backend across consecutive arms that allow it."""
+    dry_run, rehearsal = settings.dry_run, settings.rehearsal
+    context = BackendContext(run.dir, settings.endpoint, settings.key_env)
     arms = [
         dry_run_arm(arm) if dry_run else rehearsal.arm(arm) if rehearsal else arm for arm in plan.arms
+        if lane is None or arm.name in lane.arms
     ]
     tokenizer, model_dir = None, inputs.model_dir
     if dry_run:
@@ -85,11 +150,14 @@ def generate_all(
     try:
         for arm in arms:
             refused = refusal_message(run.dir, arm.name)
-            if refused is not None and not retry_refused:
+            if refused is not None and not settings.retry_refused:
                 say(f"arm {arm.name}: refused before ({refused}); not retried (--retry-refused retries it)")
                 continue
+            segments = segment_count(run.dir, arm.name) if lane is not None else 0
             try:
-                _generate_one(plan, run, inputs, arm, slot, tokenizer, model_dir, progress, say, rehearsal)
+                _generate_one(
+                    plan, run, inputs, arm, slot, tokenizer, model_dir, settings.progress, say, rehearsal
+                )
             except BackendRefusedError as error:
                 record_refusal(run.dir, arm, error, inputs.plan_sha256, inputs.manifest_digest)
                 say(f"arm {arm.name}: REFUSED by backend {arm.backend}: {error.message}")
@@ -102,6 +170,9 @@ def generate_all(
             else:
                 if refused is not None:  # retried, and the backend took it this time
                     run.dir.refusal(arm.name).unlink(missing_ok=True)
+            finally:
+                if lane is not None:
+                    placed(run.dir, arm.name, lane, segments)
     finally:
         slot.close()
 

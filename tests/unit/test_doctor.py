@@ -9,18 +9,28 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_manifest_gpu import nvml_h200  # the H200 NVML fixture (tests/data/nvml_h200.py), loaded once
 
 from capsule.artifacts.model_store import resolve_model_dir
 from capsule.cli import cli
 from capsule.hashing import sha256_file
-from capsule.machine import doctor
+from capsule.machine import doctor, gpu
 from capsule.machine.loader_check import LoaderCheck
-from capsule.machine.memory import GIB, HostFacts, kv_geometry, params_from_name, safetensors_params
+from capsule.machine.memory import (
+    GIB,
+    KV_CACHE_OPTION,
+    HostFacts,
+    arm_need,
+    kv_geometry,
+    params_from_name,
+    safetensors_params,
+)
 from capsule.prereg.loader import load_plan
 from capsule.prereg.plan import Plan
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_PLAN = REPO / "prereg" / "agents-a1-4b"
+KV_FIXED_PLAN = REPO / "prereg" / "agents-a1-4b-v3"  # every vLLM arm fixes kv_cache_memory_bytes
 SMOKE_PLAN = REPO / "prereg" / "smoke"
 
 CPU_HOST = HostFacts(gpus=(), gpu_reason="NVML not available: test", torch_version="2.13.0+cpu",
@@ -50,13 +60,19 @@ def _safetensors_header_only(path: Path, shapes: dict[str, list[int]]) -> None:
 def fake_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Plan, Path]:
     """The GPU plan with its model pinned to a tiny directory that claims 4.2B parameters; its
     loader files are taken as loadable (tests/unit/test_fetch_whole_model.py loads real ones)."""
+    return _pinned_to_fake_weights(GPU_PLAN, tmp_path, monkeypatch)
+
+
+def _pinned_to_fake_weights(
+    plan_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Plan, Path]:
     monkeypatch.setattr(doctor, "check_loadable", lambda directory, loader: LoaderCheck(("stub",), ""))
     directory = tmp_path / "Agents-A1-4B"
     directory.mkdir()
     _safetensors_header_only(directory / "model-00001.safetensors", {"a": [100_000, 21_000]})
     _safetensors_header_only(directory / "model-00002.safetensors", {"b": [4_100_000_000]})
     (directory / "config.json").write_text(json.dumps(HYBRID_CONFIG))
-    plan = load_plan(GPU_PLAN)
+    plan = load_plan(plan_dir)
     files = {p.name: sha256_file(p) for p in sorted(directory.iterdir())}
     return dataclasses.replace(plan, model=dataclasses.replace(plan.model, files=files)), directory
 
@@ -162,3 +178,65 @@ def test_make_all_points_the_capsule_at_models() -> None:
     commands = [line.strip().removeprefix("-") for line in recipe.splitlines() if line.startswith("\t")]
     assert commands and all(line.startswith("CAPSULE_MODELS=$(MODELS) ") for line in commands)
     assert "MODELS    ?= $(CURDIR)/models" in (REPO / "Makefile").read_text()
+
+
+def _fake_h200_host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> HostFacts:
+    """This host as `probe_host` reads it through the H200 NVML fixture, with the GPU image's software."""
+    monkeypatch.setattr(gpu, "_import_nvml", nvml_h200.FakeNvml)
+    host = doctor.probe_host(tmp_path)
+    assert host.gpus and "H200" in host.gpus[0][0]
+    return dataclasses.replace(host, torch_cuda="13.0", vllm="vllm 0.33.0")
+
+
+def test_a_fixed_kv_cache_is_the_vllm_arms_kv_estimate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    plan, directory = _pinned_to_fake_weights(KV_FIXED_PLAN, tmp_path, monkeypatch)
+    model = doctor.model_facts(plan, directory)
+    fixed = [arm for arm in plan.arms if arm.backend == "vllm"]
+    assert fixed
+    for arm in fixed:
+        need = arm_need(arm, model, H200_HOST)
+        assert need.kv_fixed and need.kv_bytes == arm.backend_options[KV_CACHE_OPTION]
+        assert need.budget_fraction == 1.0  # vLLM ignores gpu_memory_utilization then
+
+
+def test_lanes_that_do_not_fit_the_gpu_are_refused_with_the_arithmetic(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, prompts_path: Path
+) -> None:
+    plan, directory = _pinned_to_fake_weights(KV_FIXED_PLAN, tmp_path, monkeypatch)
+    host = _fake_h200_host(monkeypatch, tmp_path)
+
+    def lanes_line(lanes: int) -> doctor.Finding:
+        report = doctor.run_doctor(plan, host, model_dir=directory, prompts_path=prompts_path, lanes=lanes)
+        return next(f for f in report.findings if f.topic == "lanes")
+
+    every = lanes_line(len(plan.arms))
+    assert every.status == "MISSING", every.detail
+    assert KV_CACHE_OPTION in every.detail and "weights" in every.detail and "overhead" in every.detail
+    assert f"{host.gpus[0][1] / GIB:.1f} GiB" in every.detail
+    fitting = int(every.detail.split("use --lanes ")[1].split()[0])
+    assert 1 <= fitting < len(plan.arms)
+    assert lanes_line(fitting).status == "ok"
+    assert lanes_line(fitting + 1).status == "MISSING"
+
+
+def test_a_vllm_arm_without_a_fixed_kv_cache_counts_its_whole_share(
+    fake_weights: tuple[Plan, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, prompts_path: Path
+) -> None:
+    plan, directory = fake_weights
+    assert any(a.backend == "vllm" and KV_CACHE_OPTION not in a.backend_options for a in plan.arms)
+    host = _fake_h200_host(monkeypatch, tmp_path)
+    report = doctor.run_doctor(plan, host, model_dir=directory, prompts_path=prompts_path, lanes=2)
+    lanes = next(f for f in report.findings if f.topic == "lanes")
+    assert "gpu_memory_utilization" in lanes.detail
+
+
+@pytest.mark.parametrize("lanes", ["0", "999"])
+def test_cli_a_lane_count_outside_the_plan_is_one_error_line(lanes: str) -> None:
+    result = CliRunner().invoke(cli, ["doctor", "--plan", str(SMOKE_PLAN), "--lanes", lanes])
+    assert result.exit_code == 2
+    assert [line for line in result.stderr.splitlines() if line.startswith("Error:")] == [
+        line for line in result.stderr.splitlines() if line
+    ]
+    assert f"--lanes {lanes}" in result.stderr
