@@ -1,9 +1,12 @@
-"""Where `make test` spends its time, from a clean clone: install, fetch, and the slowest tests.
+"""Where `make test` spends its time, from a clean clone: install, fetch, the two tiers, the slowest tests.
 
 Clones this checkout into a temporary folder (as CI does), then times, one after the other,
-`make setup` (the install), `make fetch` (prompts and the embedded model) and the suite itself
-(`make test` with `--durations`), and prints the breakdown with the CPU it ran on. Run it on a quiet
-machine; `--keep` leaves the clone for a second look.
+`make setup` (the install), `make fetch` (prompts and the embedded model), the fast tier
+(`make test-fast`, which must stay under 2 minutes) and the slow tier (the real-model tests, the rest
+of `make test`), and prints the breakdown: phase times, seconds per slow test file, the slowest tests,
+the CPU with the ISA flags its kernels dispatch on (`capsule.machine.host.probe_cpu`, as a manifest
+records it) and the load average before and after (a shared machine slows every figure).
+`--keep` leaves the clone for a second look.
 
     python3 benchmarks/suite_time.py --durations 15
 """
@@ -11,8 +14,8 @@ machine; `--keep` leaves the clone for a second look.
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -24,18 +27,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cpu_line() -> str:
-    """The CPU model and the vector ISA flags that change kernel speed (AVX2, AVX-512, bf16, AMX)."""
-    model, flags = platform.processor() or "?", set()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        text = cpuinfo.read_text()
-        if found := re.search(r"^model name\s*:\s*(.+)$", text, re.M):
-            model = found.group(1).strip()
-        if found := re.search(r"^flags\s*:\s*(.+)$", text, re.M):
-            flags = set(found.group(1).split())
-    shown = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model}; {len(os.sched_getaffinity(0))} usable cores; ISA: {', '.join(shown)}"
+def cpu_line(clone: Path) -> str:
+    """The CPU model, usable cores and the kernel ISA flags present, read by the clone's own capsule
+    (`probe_cpu`), so this script parses no /proc/cpuinfo of its own."""
+    probe = (
+        "import json; from capsule.machine.host import probe_cpu; c = probe_cpu(); "
+        "print(json.dumps([c['model'], c['usable_cores'], [f for f, on in c['isa'].items() if on]]))"
+    )
+    python = str(clone / ".venv" / "bin" / "python")
+    result = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    if result.returncode != 0:
+        return f"? (probe_cpu failed: {result.stderr.strip()[-200:]})"
+    model, cores, isa = json.loads(result.stdout)
+    return f"{model}; {cores} usable cores; ISA: {', '.join(isa)}"
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages (other work on the same cores slows every figure)."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def timed(command: list[str], cwd: Path, log: Path) -> tuple[float, str]:
@@ -50,18 +59,27 @@ def timed(command: list[str], cwd: Path, log: Path) -> tuple[float, str]:
     return elapsed, result.stdout + result.stderr
 
 
-def slowest(output: str, n: int) -> list[str]:
-    """The `--durations` lines pytest printed (slowest first), at most `n`."""
-    lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if "slowest" in line and "durations" in line), None)
-    if start is None:
-        return []
-    found = [line for line in lines[start + 1 :] if re.match(r"^\d+\.\d+s ", line)]
-    return found[:n]
+def durations(output: str) -> list[tuple[float, str, str]]:
+    """The `--durations` lines pytest printed, slowest first, as (seconds, phase, test id)."""
+    found = re.findall(r"^(\d+\.\d+)s (setup|call|teardown)\s+(\S+)", output, re.M)
+    return [(float(seconds), phase, test) for seconds, phase, test in found]
+
+
+def per_file(rows: list[tuple[float, str, str]]) -> dict[str, float]:
+    """Seconds per test file (setup, call and teardown summed), largest first."""
+    files: dict[str, float] = {}
+    for seconds, _, test in rows:
+        files[test.split("::")[0]] = files.get(test.split("::")[0], 0.0) + seconds
+    return dict(sorted(files.items(), key=lambda item: -item[1]))
+
+
+def summary(output: str) -> str:
+    """pytest's last line (counts of passed, skipped, ...)."""
+    return next((line for line in reversed(output.splitlines()) if " passed" in line), "?").strip("= ")
 
 
 def main() -> None:
-    """Clone, install, fetch, test; print the phase times, the slowest tests and the CPU."""
+    """Clone, install, fetch, run both tiers; print the phase times, the slow files, the slowest tests."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--durations", type=int, default=15, help="how many of the slowest tests to list")
     parser.add_argument("--keep", action="store_true", help="keep the clone")
@@ -71,19 +89,25 @@ def main() -> None:
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
     if (ROOT.parent / "shared").is_dir():  # CI lays ../shared beside the clone; so does this
         (work / "shared").symlink_to(ROOT.parent / "shared")
-    phases = {}
+    load_before, phases, outputs = load(), {}, {}
     phases["install (make setup)"], _ = timed(["make", "setup"], clone, log)
     phases["fetch (make fetch)"], _ = timed(["make", "fetch"], clone, log)
-    durations = f"PYTEST_ARGS=--durations={args.durations}"
-    phases["pytest (make test)"], output = timed(["make", "test", durations], clone, log)
-    summary = next((line for line in reversed(output.splitlines()) if " passed" in line), "?")
-    print(f"CPU: {cpu_line()}")
+    every = "--durations=0 --durations-min=0.5"
+    fast, slow = "fast tier (make test-fast)", "slow tier (-m slow)"  # together: what `make test` runs
+    phases[fast], outputs[fast] = timed(["make", "test-fast", f"PYTEST_ARGS={every}"], clone, log)
+    phases[slow], outputs[slow] = timed(["make", "test", f"PYTEST_ARGS=-m slow {every}"], clone, log)
+    print(f"CPU: {cpu_line(clone)}")
+    print(f"load average (1, 5, 15 min): {load_before} before, {load()} after")
     for phase, seconds in phases.items():
-        print(f"{phase:<24} {seconds:7.1f} s")
-    print(f"{'total':<24} {sum(phases.values()):7.1f} s   ({summary.strip('= ')})")
+        print(f"{phase:<28} {seconds:7.1f} s   {summary(outputs.get(phase, ''))}")
+    print(f"{'total (make test)':<28} {sum(phases.values()):7.1f} s")
+    print("slow tier, seconds per file:")
+    for path, seconds in per_file(durations(outputs[slow])).items():
+        print(f"  {seconds:7.1f}  {path}")
+    rows = sorted((row for output in outputs.values() for row in durations(output)), reverse=True)
     print(f"slowest {args.durations} tests:")
-    for line in slowest(output, args.durations):
-        print(f"  {line}")
+    for seconds, phase, test in rows[: args.durations]:
+        print(f"  {seconds:7.2f}s {phase:<8} {test}")
     if args.keep:
         print(f"clone and log kept in {work}")
     else:

@@ -17,15 +17,64 @@ def repo_root() -> Path:
     return REPO
 
 
+def _enter_root(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `root` the working directory, with its own config directory and no signing key from the
+    environment."""
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "config"))
+    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
+
+
 @pytest.fixture()
 def repo_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A temporary repository root holding a copy of prereg/ (plans and the real ledger), made the
     working directory, with its own config directory and no signing key from the environment."""
     shutil.copytree(REPO / "prereg", tmp_path / "prereg")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
+    _enter_root(tmp_path, monkeypatch)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def signed_smoke_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once per session, never changed: a repository root like `repo_copy`'s, with a signing key
+    in its config directory trusted for prereg/smoke-v2, and one dry run of smoke-v2 in runs/ signed
+    with a bundle entry in its ledger (what a real run does at its end). Tests take a copy of it
+    (`signed_smoke_run`), so each starts from the same bytes without walking the plan again."""
+    from click.testing import CliRunner
+
+    from capsule.cli import cli
+    from capsule.evidence.signing import fingerprint_of, load_signing_key
+    from capsule.pipeline.resign import sign_again
+    from capsule.prereg.ledger import Ledger
+
+    root = tmp_path_factory.mktemp("signed-smoke")
+    shutil.copytree(REPO / "prereg", root / "prereg")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _enter_root(root, monkeypatch)
+        assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
+        fingerprint = fingerprint_of(load_signing_key()[0].public_key)
+        trusted = CliRunner().invoke(
+            cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
+        )
+        assert trusted.exit_code == 0, trusted.output
+        dry_run = ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"]
+        made = CliRunner().invoke(cli, dry_run)
+        assert made.exit_code == 0, made.output + made.stderr
+        (run,) = (root / "runs" / "dry-run" / "smoke").iterdir()
+        sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
+        assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
+    return root
+
+
+@pytest.fixture()
+def signed_smoke_run(signed_smoke_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of `signed_smoke_root` (key, ledger and signed run) at tmp_path/repo, made the
+    working directory as `repo_copy` does; returns the run directory."""
+    root = tmp_path / "repo"
+    shutil.copytree(signed_smoke_root, root, symlinks=True)
+    _enter_root(root, monkeypatch)
+    (run,) = (root / "runs" / "dry-run" / "smoke").iterdir()
+    return run
 
 
 @pytest.fixture(scope="session")

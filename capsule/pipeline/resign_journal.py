@@ -15,6 +15,12 @@ is never bundled) and writes the journal's index last. Until `discard` removes i
 A journal without its index was still being written when the kill came: nothing in the run had
 changed yet, so it is dropped.
 
+The case it protects, and why nothing smaller does: a re-sign killed after the new RESULTS.md or
+bundle.json is written but before the new envelope and its ledger entry (or after the envelope,
+before the entry) leaves files that match neither signature; an atomic write per file cannot make
+five files and a ledger append one step, and the old bytes exist nowhere else to re-sign from.
+tests/unit/test_resign_crash.py kills a re-sign at each of its steps and shows the rerun recovering.
+
 A journal is a file anyone with write access can plant, so nothing in it is trusted as a path:
 every path it names must be one a re-sign may touch (a top-level document, a plot, a temporary), and
 no part of a path below the run or the journal may be a symbolic link (nor may the journal itself).

@@ -7,6 +7,14 @@ several plans share is recorded once. Changing a sealed plan means a new plan fi
 old one (`amends`, `amend_reason`), sealed with an `amend` entry; the old entry stays. A redaction
 is a same-length byte substitution recorded with the hash sealed before it, the hash after, the
 offsets and the byte counts, so anyone holding the original bytes can confirm it.
+
+Why the same length: it lets one list of offsets place the token in the original and the
+replacement in the current file, with no field for a second list. The case it protects is an edit
+smuggled in beside a redaction (a redact entry whose recorded hash is of a file changed elsewhere
+too): `confirm_redaction` reads the one token and the one replacement at those offsets, rebuilds the
+current file from the original and refuses any other difference, and a reader without the original
+still sees, from the entry alone, which byte spans were redacted and that the length is the sealed
+one (`file_bytes`). Shown by tests/unit/test_prereg_cli.py::test_an_edit_beside_a_redaction_is_refused.
 """
 
 from __future__ import annotations

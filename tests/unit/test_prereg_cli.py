@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from capsule.cli import cli
+from capsule.errors import VerificationError
 from capsule.hashing import sha256_bytes
 from capsule.prereg.ledger import Ledger, require_sealed
 from capsule.prereg.sealing import confirm_redaction
@@ -125,6 +126,29 @@ def test_redaction_round_trip(repo: Path) -> None:
     saved.write_bytes(original.replace(b"wiring", b"wirinG"))
     assert run("confirm-redaction", str(saved), "--seq", str(entry.seq)).exit_code == 3
     assert require_sealed(Path("prereg/smoke")).kind == "seal"  # the plan itself is untouched
+
+
+def test_an_edit_beside_a_redaction_is_refused(repo: Path) -> None:
+    """The case same-length redaction protects (capsule/prereg/sealing.py): a redact entry whose
+    recorded hash is of a file also changed outside the redacted spans. From the original, the one
+    list of offsets gives the token and the replacement, and the rebuilt file differs from it."""
+    seal_both()
+    rationale = repo / "prereg" / "smoke" / "rationale.md"
+    original = rationale.read_bytes()
+    token = "first-time user"
+    redacted = run("redact", str(rationale), "--token", token, "--with", "x" * len(token), "--reason", "r")
+    assert redacted.exit_code == 0, redacted.output
+    entry = Ledger.load(Path("prereg/ledger.jsonl")).entries[-1]
+    current = rationale.read_bytes()
+    (offset,) = entry["offsets"]
+    assert current[offset : offset + entry["token_bytes"]] == b"x" * len(token)  # the span, in this file
+    assert len(current) == entry["file_bytes"] == len(original)
+    smuggled = current.replace(b"wiring", b"wirinG", 1)
+    assert smuggled != current and len(smuggled) == len(current)
+    forged = {**entry, "sha256": sha256_bytes(smuggled)}  # as if the entry had recorded the edited file
+    with pytest.raises(VerificationError, match="does not turn the original into the current file"):
+        confirm_redaction(forged, original, smuggled)
+    confirm_redaction(entry, original, current)
 
 
 def test_redaction_refusals(repo: Path) -> None:

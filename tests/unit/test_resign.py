@@ -11,29 +11,17 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
-from capsule.evidence.signing import fingerprint_of, generate_keypair, load_signing_key
-from capsule.pipeline.resign import sign_again
+from capsule.evidence.signing import generate_keypair
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import BundleEntry
 from capsule.report import document as report_module
 
 
 @pytest.fixture()
-def signed_run(repo_copy: Path) -> Path:
-    """A dry run of the smoke plan in a repository copy, signed with a bundle entry in its ledger."""
-    assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
-    fingerprint = fingerprint_of(load_signing_key()[0].public_key)
-    trusted = CliRunner().invoke(
-        cli, ["prereg", "signers", "prereg/smoke-v2", "--add", fingerprint, "--reason", "this test's key"]
-    )
-    assert trusted.exit_code == 0, trusted.output
-    result = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", "prereg/smoke-v2", "--dry-run"])
-    assert result.exit_code == 0, result.output + result.stderr
-    (run,) = (repo_copy / "runs" / "dry-run" / "smoke").iterdir()
-    # what a real (non-dry) run does at its end: sign and append to the ledger
-    sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
-    assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
-    return run
+def signed_run(signed_smoke_run: Path) -> Path:
+    """A dry run of the smoke plan in a repository copy, signed with a bundle entry in its ledger
+    (a copy of the one the session builds: tests/conftest.py::signed_smoke_root)."""
+    return signed_smoke_run
 
 
 def _bundle_entries(run: Path) -> list[BundleEntry]:

@@ -5,6 +5,7 @@ and exactly one new ledger entry."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 from pathlib import Path
 
@@ -27,20 +28,45 @@ def _bundle_entries(run: Path) -> int:
     return len(Ledger.load(Path("prereg/ledger.jsonl")).bundle_entries(run.name))
 
 
+@pytest.fixture(scope="module")
+def stale_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once for the module, never changed: a repository root (a copy of prereg/, its own config
+    directory and key) holding a signed run of the fake plan whose RESULTS.md is not what this version
+    renders (a sentence was added before it was signed), so `report --resign` has documents to rewrite."""
+    root = tmp_path_factory.mktemp("stale")
+    shutil.copytree(Path(__file__).resolve().parents[2] / "prereg", root / "prereg")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(root)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "config"))
+        monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
+        assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
+        write_and_seal_fake_plan(root)
+        made = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", str(PLAN_DIR)])
+        assert made.exit_code == 0, made.output + made.stderr
+        (run,) = (root / "results" / PLAN_NAME).iterdir()
+        results = RunDir(run).results
+        results.write_text(results.read_text(encoding="utf-8") + "\nAn older rendering.\n", encoding="utf-8")
+        sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
+        assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
+        assert CliRunner().invoke(cli, ["report", str(run), "--check"]).exit_code == 3
+    return root
+
+
+@pytest.fixture()
+def repo_copy(stale_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This module's repository root: a private copy of `stale_root` at tmp_path, made the working
+    directory with its own config directory (as tests/conftest.py's `repo_copy`)."""
+    shutil.copytree(stale_root, tmp_path, symlinks=True, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("CAPSULE_SIGNING_KEY", raising=False)
+    return tmp_path
+
+
 @pytest.fixture()
 def stale_run(repo_copy: Path) -> Path:
-    """A signed run of the fake plan whose RESULTS.md is not what this version renders (a sentence was
-    added before it was signed), so `report --resign` has documents to rewrite."""
-    assert CliRunner().invoke(cli, ["keygen"]).exit_code == 0
-    write_and_seal_fake_plan(repo_copy)
-    made = CliRunner().invoke(cli, ["reproduce", "--no-progress", "--plan", str(PLAN_DIR)])
-    assert made.exit_code == 0, made.output + made.stderr
+    """The stale signed run, in this test's copy of the root."""
     (run,) = (repo_copy / "results" / PLAN_NAME).iterdir()
-    results = RunDir(run).results
-    results.write_text(results.read_text(encoding="utf-8") + "\nAn older rendering.\n", encoding="utf-8")
-    sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
-    assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
-    assert CliRunner().invoke(cli, ["report", str(run), "--check"]).exit_code == 3
     return run
 
 
