@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.hashing import sha256_bytes
 from capsule.prereg.ledger import Ledger, require_sealed
+from capsule.prereg.ledger_entries import RedactEntry
 from capsule.prereg.sealing import confirm_redaction
 
 
@@ -140,12 +142,13 @@ def test_an_edit_beside_a_redaction_is_refused(repo: Path) -> None:
     assert redacted.exit_code == 0, redacted.output
     entry = Ledger.load(Path("prereg/ledger.jsonl")).entries[-1]
     current = rationale.read_bytes()
-    (offset,) = entry["offsets"]
-    assert current[offset : offset + entry["token_bytes"]] == b"x" * len(token)  # the span, in this file
-    assert len(current) == entry["file_bytes"] == len(original)
+    assert isinstance(entry, RedactEntry)
+    (offset,) = entry.offsets
+    assert current[offset : offset + entry.token_bytes] == b"x" * len(token)  # the span, in this file
+    assert len(current) == entry.file_bytes == len(original)
     smuggled = current.replace(b"wiring", b"wirinG", 1)
     assert smuggled != current and len(smuggled) == len(current)
-    forged = {**entry, "sha256": sha256_bytes(smuggled)}  # as if the entry had recorded the edited file
+    forged = dataclasses.replace(entry, sha256=sha256_bytes(smuggled))  # as if the entry had recorded the edited file
     with pytest.raises(VerificationError, match="does not turn the original into the current file"):
         confirm_redaction(forged, original, smuggled)
     confirm_redaction(entry, original, current)
