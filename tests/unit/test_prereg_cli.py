@@ -148,7 +148,8 @@ def test_an_edit_beside_a_redaction_is_refused(repo: Path) -> None:
     assert len(current) == entry.file_bytes == len(original)
     smuggled = current.replace(b"wiring", b"wirinG", 1)
     assert smuggled != current and len(smuggled) == len(current)
-    forged = dataclasses.replace(entry, sha256=sha256_bytes(smuggled))  # as if the entry had recorded the edited file
+    # as if the entry had recorded the edited file
+    forged = dataclasses.replace(entry, sha256=sha256_bytes(smuggled))
     with pytest.raises(VerificationError, match="does not turn the original into the current file"):
         confirm_redaction(forged, original, smuggled)
     confirm_redaction(entry, original, current)
