@@ -120,7 +120,7 @@ def host_device(table: DeviceTable) -> str:
     gpus = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
     cpu = probe_cpu()
     flags = {flag for flag, present in cpu["isa"].items() if present}
-    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags)
+    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags, str(cpu.get("family", "")))
     if device is None:
         raise BadInputError(
             f"this host matches no device of the throughput table (GPUs: {gpus or 'none'}); "
@@ -142,9 +142,11 @@ def gpu_cost_lines(plan_path: Path, ledger_path: Path) -> list[str]:
         return [f"cost: not estimated ({error})"]
 
 
-def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int) -> list[str]:
-    """`capsule plan cost`'s lines for a sealed plan on device `gpu` (default: this host's).
-    An unsealed or malformed plan, or an unknown device, is bad input (exit 2)."""
+def plan_cost_lines(
+    plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int, gpu_count: int = 1
+) -> list[str]:
+    """`capsule plan cost`'s lines for a sealed plan on device `gpu` (default: this host's), with
+    `gpu_count` such GPUs. An unsealed or malformed plan, or an unknown device, is bad input (exit 2)."""
     table = device_table()
     device = table.device(gpu if gpu is not None else host_device(table))
     try:
@@ -152,7 +154,7 @@ def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: 
     except VerificationError as error:
         raise BadInputError(f"{error}; `capsule plan cost` prices sealed plans only") from error
     plan = load_plan(plan_path)
-    estimate = estimate_plan(plan, table, device, length_models())
+    estimate = estimate_plan(plan, table, device, length_models(), gpu_count)
     return cost_lines(estimate, str(plan_path), lanes)
 
 
@@ -160,17 +162,27 @@ def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: 
 @click.argument("plan_path", metavar="PLAN", type=click.Path(path_type=Path), required=False)
 @click.option("--gpu", default=None, help="Device to price on (default: this host's); `--gpu help`: all.")
 @click.option("--lanes", type=int, default=1, show_default=True, help="Arms run side by side.")
+@click.option(
+    "--gpu-count",
+    type=int,
+    default=1,
+    show_default=True,
+    help="GPUs on the host (an arm pinned to cuda:K needs K < this; lanes may use one GPU each).",
+)
 @LEDGER_OPTION
-def cost(plan_path: Path | None, gpu: str | None, lanes: int, ledger_path: Path) -> None:
+def cost(plan_path: Path | None, gpu: str | None, lanes: int, gpu_count: int, ledger_path: Path) -> None:
     """Print what a sealed PLAN costs on a device: per arm, tokens expected and at most, throughput,
-    minutes; then the total, sequential and with lanes, and every figure's source."""
+    minutes and the arithmetic; then the total, sequential and with lanes (which arms in which lane,
+    the critical path), and every figure's source."""
     if lanes < 1:
         raise BadInputError(f"--lanes {lanes}: at least 1 (arms run side by side on that many lanes)")
+    if gpu_count < 1:
+        raise BadInputError(f"--gpu-count {gpu_count}: at least 1")
     if gpu == "help":
         lines = device_lines(device_table())
     elif plan_path is None:
         raise BadInputError("name a sealed PLAN to price (or `--gpu help` for the device table)")
     else:
-        lines = plan_cost_lines(plan_path, ledger_path, gpu, lanes)
+        lines = plan_cost_lines(plan_path, ledger_path, gpu, lanes, gpu_count)
     for line in lines:
         click.echo(line)
