@@ -6,7 +6,9 @@ in its own process so no engine outlives its figure. A figure is generated token
 `elapsed_s` (model loading excluded), the way the committed table's measured figures are read.
 Prints one `[[devices.figures]]` stanza per figure, to paste into the table with the date and CPU.
 
-    flock /tmp/capsule-heavy.lock .venv/bin/python benchmarks/cpu_figures.py
+    flock /tmp/capsule-heavy.lock .venv/bin/python benchmarks/cpu_figures.py [NAME ...]
+
+NAMEs (`vllm-float32-b1`, `hf-bfloat16-b48`, ...) measure only those figures (default: all).
 
 Takes about 6 minutes on 2 cores; on a shared machine the figures are as noisy as the machine.
 """
@@ -54,12 +56,14 @@ def measure(capsule: str, backend: str, dtype: str, batch: int, prompts: int, ou
     return {"tokens": tokens, "elapsed_s": float(meta["elapsed_s"]), "process_s": wall}
 
 
-def main() -> None:
-    """Measure every figure and print the stanzas."""
+def main(only: list[str]) -> None:
+    """Measure every figure (or those named in `only`) and print the stanzas."""
     capsule = str(Path(sys.executable).with_name("capsule"))
     day = time.strftime("%Y-%m-%d", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="capsule-cpu-figures-") as scratch:
         for backend, dtype, batch, prompts in FIGURES:
+            if only and f"{backend}-{dtype}-b{batch}" not in only:
+                continue
             got = measure(capsule, backend, dtype, batch, prompts, Path(scratch))
             rate = got["tokens"] / got["elapsed_s"]
             print(
@@ -72,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
