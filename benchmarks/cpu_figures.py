@@ -24,9 +24,9 @@ from pathlib import Path
 
 # (backend, dtype, batch, prompts): batch 1 on fewer prompts (it is slow and its rate is per step)
 FIGURES = (
-    ("vllm", "float32", 1, 8),
+    ("vllm", "float32", 1, 4),
     ("vllm", "float32", 48, 48),
-    ("vllm", "bfloat16", 1, 8),
+    ("vllm", "bfloat16", 1, 4),
     ("vllm", "bfloat16", 48, 48),
     ("hf", "float32", 16, 16),
     ("hf", "float32", 48, 48),
