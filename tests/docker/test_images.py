@@ -163,7 +163,8 @@ def test_cpu_image_reproduce_into_a_mounted_study_directory_verifies_outside(
     the empty study directory, the run is signed with study/keys/signing.key.pem, and it verifies
     outside the container against the study's ledger."""
     _require_image(CPU_IMAGE)
-    bare = _docker("run", "--rm", "--network=none", CPU_IMAGE, "reproduce", timeout=120)
+    # under vfs, creating and removing a container copies the whole image: minutes on a busy host
+    bare = _docker("run", "--rm", "--network=none", CPU_IMAGE, "reproduce", timeout=900)
     print(f"\n$ docker run --rm capsule-cpu reproduce\n{bare.stderr.strip()} (exit {bare.returncode})")
     assert bare.returncode == 2 and bare.stderr.startswith("Error: no study volume"), bare.stderr
     assert bare.stderr.count("\n") == 1 and "--gpus" not in bare.stderr
