@@ -211,6 +211,12 @@ def test_device_table_is_strict_and_hosts_match_by_gpu_name_or_cpu_vendor_and_fl
     assert match_device(table, ["NVIDIA H200"], "AuthenticAMD", {"avx2"}).name == "h200"  # type: ignore[union-attr]
     assert match_device(table, [], "GenuineIntel", {"avx2", "avx512_bf16"}).name == "xeon-avx512-2c"  # type: ignore[union-attr]
     assert match_device(table, [], "AuthenticAMD", {"avx2"}).name == "epyc-avx2-2c"  # type: ignore[union-attr]
+    # this session's machine: AMD family 26 with avx512_bf16 is its own kind, before the older EPYC's
+    family_26 = match_device(table, [], "AuthenticAMD", {"avx2", "avx512_bf16"}, "26")
+    assert family_26 is not None and family_26.name == "epyc-f26-avx512-2c"
+    assert match_device(table, [], "AuthenticAMD", {"avx2", "avx512_bf16"}, "25").name == "epyc-avx512-2c"  # type: ignore[union-attr]
+    # it prices the embedded plan (fp32 and bf16, both backends), unlike the bf16-only older entry
+    assert len(estimate_plan(load_plan(EMBEDDED), table, family_26, length_models()).arms) == 12
     assert match_device(table, [], "Other", set()) is None
 
 
