@@ -40,6 +40,11 @@ seed_study() {  # a study volume's first use: the image's plans and ledger, neve
     cp -r "$seed/prereg/." "$study/prereg/"
     echo "study: copied the image's sealed plans and ledger into $study/prereg (first use)" >&2
   fi
+  # the manifest schema: the installed capsule reads manifests/ from the working directory (the study),
+  # which a mounted volume hides (found 2026-12-02: "manifest schema not found" before the first arm)
+  if [ ! -e "$study/manifests/schema.json" ] && [ -d "$seed/manifests" ]; then
+    cp -r "$seed/manifests" "$study/" 2>/dev/null || true
+  fi
 }
 
 if has --help "$@" || has -h "$@"; then exec capsule "$@"; fi

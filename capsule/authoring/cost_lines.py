@@ -3,7 +3,8 @@ reproduce` prints on a GPU before the first arm. One place for the layout and th
 
 from __future__ import annotations
 
-from capsule.authoring.devices import TABLE, DeviceTable
+from capsule.authoring.devices import DeviceTable
+from capsule.authoring.lane_plan import Arrangement, arrange, splits_anything
 from capsule.authoring.sizing import PlanEstimate
 
 
@@ -22,8 +23,9 @@ def cost_lines(estimate: PlanEstimate, label: str, lanes: int) -> list[str]:
             sources.append(source)
         return sources.index(source) + 1
 
+    gpus = f", {estimate.gpu_count} GPU(s)" if device.kind == "gpu" else ""
     lines = [
-        f"{label} on {device.name} ({device.description}); minutes of generation per arm, "
+        f"{label} on {device.name} ({device.description}{gpus}); minutes of generation per arm, "
         "a backend start where an arm needs a new one",
         f"{'arm':<26} {'backend':<7} {'prompts':>7} {'budget':>6} {'expected':>10} {'at most':>10} "
         f"{'tok/s':>8} {'start s':>7} {'min exp':>8} {'min most':>8}  src",
@@ -35,6 +37,8 @@ def cost_lines(estimate: PlanEstimate, label: str, lanes: int) -> list[str]:
             f"{arm.tokens_most:>10,} {arm.tok_per_s:>8.1f} {arm.start_s:>7.0f} "
             f"{_minutes(arm.minutes_expected):>8} {_minutes(arm.minutes_most):>8}  {refs}"
         )
+    lines.append("arithmetic (expected):")
+    lines.extend(f"  {arm.arm:<26} {arm.arithmetic}" for arm in estimate.arms)
     starts = sum(a.start_s for a in estimate.arms) / 60.0
     generation = sum(a.minutes_expected for a in estimate.arms)
     most = sum(a.minutes_most for a in estimate.arms)
@@ -43,14 +47,56 @@ def cost_lines(estimate: PlanEstimate, label: str, lanes: int) -> list[str]:
         f"{_minutes(estimate.sequential())} min expected, at most {_minutes(most)} + {_minutes(starts)} = "
         f"{_minutes(estimate.sequential(most=True))} min ({len(estimate.runs)} backend starts)"
     )
-    runs = len(estimate.runs)
-    lines.append(
-        f"with {lanes} lane(s): {_minutes(estimate.with_lanes(lanes))} min expected, at most "
-        f"{_minutes(estimate.with_lanes(lanes, most=True))} min (arithmetic: {runs} engine runs, "
-        "never split, placed longest first on the least loaded lane; assumes lanes do not slow each other)"
-    )
+    lines.extend(_lane_lines(estimate, lanes))
     lines.append(f"backend starts: {device.start_source}")
     lines.extend(f"[{i}] {source}" for i, source in enumerate(sources, start=1))
+    return lines
+
+
+def _arrangement_line(name: str, lanes: int, expected: Arrangement, most: Arrangement) -> str:
+    return (
+        f"with {lanes} lane(s), {name}: {_minutes(expected.minutes)} min expected, "
+        f"at most {_minutes(most.minutes)} min"
+    )
+
+
+def _lane_lines(estimate: PlanEstimate, lanes: int) -> list[str]:
+    """The with-lanes totals (engine runs never split; and each transformers arm loading its own
+    model, where that differs), the arrangement of the shorter one lane by lane, and its critical path."""
+    whole = arrange(estimate, lanes, split_loads=False)
+    lines = [
+        _arrangement_line(
+            f"{len(estimate.runs)} engine runs never split (as `capsule reproduce --lanes` places them)",
+            lanes, whole, arrange(estimate, lanes, False, most=True),
+        )
+    ]
+    best = whole
+    if splits_anything(estimate):
+        split = arrange(estimate, lanes, split_loads=True)
+        load = estimate.device.start_s["hf"]
+        lines.append(
+            _arrangement_line(
+                f"each transformers arm loading its own model (+{load:g} s a load)",
+                lanes, split, arrange(estimate, lanes, True, most=True),
+            )
+        )
+        best = split if split.minutes < whole.minutes else whole
+    if lanes > 1:
+        lines.append(
+            "arrangement (" + ("split loads" if best.split_loads else "engine runs never split")
+            + "), minutes expected per lane, longest first on the least loaded lane:"
+        )
+        lines.extend(
+            f"  lane {i}: {lane.minutes:6.1f}  {', '.join(lane.arms) or '(empty)'}"
+            for i, lane in enumerate(best.lanes, start=1)
+        )
+        critical = best.critical
+        longest = max(critical.arms, key=lambda name: estimate.arm(name).minutes_expected)
+        lines.append(
+            f"critical path: lane {best.lanes.index(critical) + 1}, {_minutes(critical.minutes)} min "
+            f"(its longest arm {longest}: {_minutes(estimate.arm(longest).minutes_expected)} min of "
+            "generation); assumes lanes do not slow each other (unmeasured on a GPU)"
+        )
     return lines
 
 

@@ -46,9 +46,22 @@ class Slowdown:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A backend expected to refuse a model's arms that set `env`=`value` at start-up, on devices of
+    `kind`: such an arm generates nothing expected (`capsule plan cost` still pays its start)."""
+
+    model: str  # a prefix of the plan's `[model] name`
+    backend: str
+    env: str
+    value: str
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Device:
-    """One device: `match` picks it for a host (a GPU name substring; for a CPU, its vendor and an ISA
-    flag, space-separated, all of which the host must have)."""
+    """One device: `match` picks it for a host (a GPU name substring; for a CPU, its vendor, ISA flags
+    and optionally `family=N`, space-separated, all of which the host must have)."""
 
     name: str
     kind: str
@@ -69,10 +82,24 @@ class Throughput:
 
 @dataclass(frozen=True)
 class DeviceTable:
-    """Every device and slowdown of the table, in file order."""
+    """Every device, slowdown and expected refusal of the table, in file order."""
 
     devices: tuple[Device, ...]
     slowdowns: tuple[Slowdown, ...]
+    refusals: tuple[Refusal, ...] = ()
+
+    def refusal(self, model_name: str, device: Device, arm: Arm) -> Refusal | None:
+        """The refusal the table expects for `arm` of a plan of `model_name` on `device`, if any."""
+        backend = "vllm" if arm.backend == "server" else arm.backend
+        for refusal in self.refusals:
+            if (
+                model_name.startswith(refusal.model)
+                and refusal.backend == backend
+                and refusal.kind == device.kind
+                and arm.env.get(refusal.env) == refusal.value
+            ):
+                return refusal
+        return None
 
     def device(self, name: str) -> Device:
         """The device called `name`; BadInputError listing the known names otherwise."""
@@ -123,7 +150,7 @@ def parse_table(text: str, file: str) -> DeviceTable:
     except tomllib.TOMLDecodeError as error:
         raise BadInputError(f"{file}: not valid TOML: {error}") from error
     top = Section(file, "top level", data)
-    top.keys(("devices",), ("slowdowns",))
+    top.keys(("devices",), ("slowdowns", "refusals"))
     devices = tuple(_device(Section(file, f"devices[{i}]", d)) for i, d in enumerate(data["devices"]))
     slowdowns = []
     for i, raw in enumerate(data.get("slowdowns", [])):
@@ -138,7 +165,21 @@ def parse_table(text: str, file: str) -> DeviceTable:
                 s.text("source"),
             )
         )
-    return DeviceTable(devices, tuple(slowdowns))
+    refusals = []
+    for i, raw in enumerate(data.get("refusals", [])):
+        r = Section(file, f"refusals[{i}]", raw)
+        r.keys(("model", "backend", "env", "value", "devices", "source"))
+        refusals.append(
+            Refusal(
+                r.text("model"),
+                r.text("backend", BACKENDS),
+                r.text("env"),
+                r.text("value"),
+                r.text("devices", KINDS),
+                r.text("source"),
+            )
+        )
+    return DeviceTable(devices, tuple(slowdowns), tuple(refusals))
 
 
 @cache
@@ -196,14 +237,15 @@ def arm_throughput(table: DeviceTable, device: Device, arm: Arm) -> Throughput:
 
 
 def match_device(
-    table: DeviceTable, gpu_names: list[str], cpu_vendor: str, cpu_flags: set[str]
+    table: DeviceTable, gpu_names: list[str], cpu_vendor: str, cpu_flags: set[str], cpu_family: str = ""
 ) -> Device | None:
     """The first device the host matches: a GPU whose name contains a GPU entry's `match`, else the
-    first CPU entry whose vendor and flag the host has; None when nothing matches."""
+    first CPU entry whose vendor, flags (and `family=N`, where given) the host has; None otherwise."""
     for device in table.devices:
         if device.kind == "gpu" and any(device.match in name for name in gpu_names):
             return device
+    host = {cpu_vendor, f"family={cpu_family}"} | cpu_flags
     for device in table.devices:
-        if device.kind == "cpu" and set(device.match.split()) <= {cpu_vendor} | cpu_flags:
+        if device.kind == "cpu" and set(device.match.split()) <= host:
             return device
     return None

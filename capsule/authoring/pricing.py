@@ -22,7 +22,7 @@ def host_device(table: DeviceTable) -> str:
     gpus = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
     cpu = probe_cpu()
     flags = {flag for flag, present in cpu["isa"].items() if present}
-    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags)
+    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags, str(cpu.get("family", "")))
     if device is None:
         raise BadInputError(
             f"this host matches no device of the throughput table (GPUs: {gpus or 'none'}); "
@@ -44,7 +44,9 @@ def gpu_cost_lines(plan_path: Path, ledger_path: Path) -> list[str]:
         return [f"cost: not estimated ({error})"]
 
 
-def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int) -> list[str]:
+def plan_cost_lines(
+    plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int, gpu_count: int = 1
+) -> list[str]:
     """`capsule plan cost`'s lines for a sealed plan on device `gpu` (default: this host's).
     An unsealed or malformed plan, or an unknown device, is bad input (exit 2)."""
     table = device_table()
@@ -54,5 +56,5 @@ def plan_cost_lines(plan_path: Path, ledger_path: Path, gpu: str | None, lanes: 
     except VerificationError as error:
         raise BadInputError(f"{error}; `capsule plan cost` prices sealed plans only") from error
     plan = load_plan(plan_path)
-    estimate = estimate_plan(plan, table, device, length_models())
+    estimate = estimate_plan(plan, table, device, length_models(), gpu_count)
     return cost_lines(estimate, str(plan_path), lanes)

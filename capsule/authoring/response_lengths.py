@@ -1,9 +1,11 @@
 """The response-length model (`response_lengths.toml` beside this module): how many tokens an arm's
-responses are expected to take, from lengths measured for its model, or its bound where none were.
+responses are expected to take, from lengths measured (or, where none are committed, assumed and
+labelled so) for its model, or its bound where there is no entry.
 
-The expected count per prompt at a budget interpolates the measured means of min(length, budget);
-above the largest budget measured, the share of rows that ran to that cap is assumed to run on to
-the new budget. A model or thinking mode without measured lengths is expected at its bound.
+The expected count per prompt at a budget interpolates the entry's means of min(length, budget);
+above its largest budget, the share of rows that ran to that cap (`at_cap`; absent: all of them, an
+upper reading) is assumed to run on to the new budget. `longest` gives the steps a static batch
+(transformers) is expected to run: until its longest member stops, which is what it costs.
 """
 
 from __future__ import annotations
@@ -23,13 +25,22 @@ NOT_MEASURED = "no measured response lengths for this model and thinking mode: e
 
 @dataclass(frozen=True)
 class LengthModel:
-    """Measured mean tokens per prompt at each budget for one model (by name prefix) and thinking mode."""
+    """Mean tokens per prompt at each budget for one model (by name prefix) and thinking mode, and the
+    expected steps of a static batch (its longest member) at (budget, batch size) where stated."""
 
     name: str
     thinking: str
     points: tuple[tuple[int, float], ...]
     at_cap: float
     source: str
+    longest: tuple[tuple[int, int, float], ...] = ()
+
+    def batch_steps(self, budget: int, batch: int) -> float | None:
+        """Expected decoding steps of a static batch of `batch` rows at `budget`; None if not stated."""
+        for at_budget, at_batch, steps in self.longest:
+            if (at_budget, at_batch) == (budget, batch):
+                return steps
+        return None
 
     def expected(self, budget: int) -> float:
         """Mean generated tokens per prompt at `budget` (never above it)."""
@@ -53,7 +64,7 @@ def parse_lengths(text: str, file: str) -> tuple[LengthModel, ...]:
     models = []
     for i, raw in enumerate(data["models"]):
         s = Section(file, f"models[{i}]", raw)
-        s.keys(("name", "thinking", "points", "at_cap", "source"))
+        s.keys(("name", "thinking", "points", "source"), ("at_cap", "longest"))
         points = s.data["points"]
         ok = (
             isinstance(points, list)
@@ -65,13 +76,21 @@ def parse_lengths(text: str, file: str) -> tuple[LengthModel, ...]:
         )
         if not ok or [p[0] for p in points] != sorted({p[0] for p in points}):
             raise s.fail("'points' must be [[budget, mean tokens <= budget], ...] with budgets increasing")
+        longest = s.data.get("longest", [])
+        if not isinstance(longest, list) or not all(
+            isinstance(e, list) and len(e) == 3 and all(isinstance(v, int) for v in e[:2])
+            and 0 < e[2] <= e[0]
+            for e in longest
+        ):
+            raise s.fail("'longest' must be [[budget, batch size, expected steps <= budget], ...]")
         models.append(
             LengthModel(
                 s.text("name"),
                 s.text("thinking", ("on", "off")),
                 tuple((int(b), float(m)) for b, m in points),
-                s.number("at_cap", 0.0, 1.0),
+                s.number("at_cap", 0.0, 1.0, default=1.0),
                 s.text("source"),
+                tuple((int(b), int(n), float(steps)) for b, n, steps in longest),
             )
         )
     return tuple(models)

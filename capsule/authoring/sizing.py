@@ -4,9 +4,11 @@ Two readings. `plan_costs` (for `capsule plan new`, before a device is known): a
 prompt at its arm's `max_new_tokens`, at one throughput for every arm. `estimate_plan` (for
 `capsule plan cost`): per arm, tokens expected from the response-length model and at most from the
 budget, each priced at the device's throughput for that arm's backend, dtype and batch
-(`capsule.authoring.devices`), plus one backend start per run of arms that share an engine; then the
-total run one arm after another, and with N lanes (engine runs packed, longest first, onto N lanes
-that are assumed not to slow each other: arithmetic, not a measurement).
+(`capsule.authoring.devices`; a static transformers batch by its longest member's steps where the
+length model states them), nothing expected for an arm the backend is expected to refuse, plus one
+backend start per run of arms that share an engine; then the total run one arm after another, and
+with N lanes (engine runs packed, longest first, onto N lanes that are assumed not to slow each
+other: arithmetic, not a measurement; `capsule.authoring.lane_plan` arranges them lane by lane).
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def fitting_subsample(plan: Plan, subset: str, tokens_per_s: float, budget_minut
 
 @dataclass(frozen=True)
 class ArmEstimate:
-    """One arm on one device: tokens expected and at most, the throughput and why, minutes of each."""
+    """One arm on one device: tokens expected and at most, the throughput and why, seconds of each,
+    the arithmetic in words, and why it generates nothing where the backend is expected to refuse it."""
 
     arm: str
     backend: str
@@ -71,16 +74,20 @@ class ArmEstimate:
     tok_per_s: float
     throughput_source: str
     start_s: float  # the backend start this arm pays (0 when it shares the previous arm's)
+    seconds_expected: float  # generation only, the start not included
+    seconds_most: float
+    arithmetic: str
+    refused: str = ""  # why it is expected to generate nothing (refused at start or load); "" if it runs
 
     @property
     def minutes_expected(self) -> float:
-        """Generation minutes at the expected token count (the start not included)."""
-        return self.tokens_expected / self.tok_per_s / 60.0
+        """Generation minutes expected (the start not included)."""
+        return self.seconds_expected / 60.0
 
     @property
     def minutes_most(self) -> float:
         """Generation minutes with every response at its budget."""
-        return self.tokens_most / self.tok_per_s / 60.0
+        return self.seconds_most / 60.0
 
 
 @dataclass(frozen=True)
@@ -90,14 +97,22 @@ class PlanEstimate:
     device: Device
     arms: tuple[ArmEstimate, ...]
     runs: tuple[tuple[str, ...], ...]  # arm names of each engine run, plan order
+    gpu_count: int = 1
+
+    def arm(self, name: str) -> ArmEstimate:
+        """The estimate of the arm called `name`."""
+        return next(a for a in self.arms if a.arm == name)
+
+    def run_minutes(self, run: tuple[str, ...], most: bool = False) -> float:
+        """Minutes of one engine run: its start plus each arm's generation."""
+        return sum(
+            self.arm(name).start_s / 60.0
+            + (self.arm(name).minutes_most if most else self.arm(name).minutes_expected)
+            for name in run
+        )
 
     def _run_minutes(self, most: bool) -> list[float]:
-        by_name = {a.arm: a for a in self.arms}
-
-        def minutes(arm: ArmEstimate) -> float:
-            return arm.start_s / 60.0 + (arm.minutes_most if most else arm.minutes_expected)
-
-        return [sum(minutes(by_name[name]) for name in run) for run in self.runs]
+        return [self.run_minutes(run, most) for run in self.runs]
 
     def sequential(self, most: bool = False) -> float:
         """Minutes for every arm one after another, starts included."""
@@ -128,10 +143,47 @@ def place_longest_first(weights: list[float], lanes: int) -> list[list[int]]:
     return [sorted(lane) for lane in placed]
 
 
+def _device_absent(arm: Arm, device: Device, gpu_count: int) -> str:
+    """Why an arm pinned to `cuda:K` cannot load on a host with `gpu_count` GPUs; "" when it can."""
+    pinned = str(arm.backend_options.get("device", ""))
+    if device.kind != "gpu" or not pinned.startswith("cuda:") or not pinned[5:].isdigit():
+        return ""
+    if int(pinned[5:]) < gpu_count:
+        return ""
+    return (
+        f"refused at load: {pinned} is absent on a host with {gpu_count} GPU(s) "
+        "(the arm's control reads not run)"
+    )
+
+
+def _generation_seconds(
+    arm: Arm, prompts: int, model: LengthModel | None, per_prompt: float, tok_per_s: float
+) -> tuple[float, float, str]:
+    """Seconds expected and at most, and the arithmetic: a static transformers batch whose expected
+    steps the length model states costs batches x steps x step time; anything else, tokens / rate."""
+    steps = model.batch_steps(arm.max_new_tokens, arm.batch_size) if model and arm.backend == "hf" else None
+    if steps is not None:
+        batches = -(-prompts // arm.batch_size)
+        step_s = arm.batch_size / tok_per_s
+        return (
+            batches * steps * step_s,
+            batches * arm.max_new_tokens * step_s,
+            f"{batches} batches x {steps:g} steps (at most {arm.max_new_tokens}) x {step_s * 1000:.1f} ms",
+        )
+    expected, most = prompts * per_prompt, prompts * arm.max_new_tokens
+    return (
+        expected / tok_per_s,
+        most / tok_per_s,
+        f"{prompts} x {per_prompt:.0f} tokens (at most {arm.max_new_tokens}) / {tok_per_s:.0f} tok/s",
+    )
+
+
 def estimate_plan(
-    plan: Plan, table: DeviceTable, device: Device, lengths: tuple[LengthModel, ...]
+    plan: Plan, table: DeviceTable, device: Device, lengths: tuple[LengthModel, ...], gpu_count: int = 1
 ) -> PlanEstimate:
-    """Every arm of `plan` priced on `device` (see the module docstring)."""
+    """Every arm of `plan` priced on `device` with `gpu_count` GPUs (see the module docstring). An arm
+    the table expects its backend to refuse at start, or pinned to an absent GPU, generates nothing
+    expected (its start is still paid); at most, a refused-at-start arm is priced as if it ran."""
     estimates = []
     runs = engine_runs(plan.arms)
     for run in runs:
@@ -140,13 +192,24 @@ def estimate_plan(
             model = length_model(lengths, plan, arm)
             per_prompt = model.expected(arm.max_new_tokens) if model else float(arm.max_new_tokens)
             rate = arm_throughput(table, device, arm)
+            expected_s, most_s, arithmetic = _generation_seconds(
+                arm, prompts, model, per_prompt, rate.tok_per_s
+            )
+            absent = _device_absent(arm, device, gpu_count)
+            refusal = table.refusal(plan.model.name, device, arm)
+            refused = absent or (f"refused at start: {refusal.source}" if refusal else "")
+            if refused:
+                expected_s, per_prompt = 0.0, 0.0
+                most_s = 0.0 if absent else most_s
             estimates.append(
                 ArmEstimate(
                     arm.name, arm.backend, prompts, arm.max_new_tokens, round(prompts * per_prompt),
-                    prompts * arm.max_new_tokens, model.source if model else NOT_MEASURED,
+                    0 if absent else prompts * arm.max_new_tokens, model.source if model else NOT_MEASURED,
                     rate.tok_per_s, rate.source, device.start_s[arm.backend] if index == 0 else 0.0,
+                    expected_s, most_s, refused or arithmetic, refused,
                 )
             )
     order = {a.name: i for i, a in enumerate(plan.arms)}
     estimates.sort(key=lambda e: order[e.arm])
-    return PlanEstimate(device, tuple(estimates), tuple(tuple(a.name for a in run) for run in runs))
+    runs_named = tuple(tuple(a.name for a in run) for run in runs)
+    return PlanEstimate(device, tuple(estimates), runs_named, gpu_count)

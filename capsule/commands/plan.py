@@ -113,17 +113,27 @@ def new(
 @click.argument("plan_path", metavar="PLAN", type=click.Path(path_type=Path), required=False)
 @click.option("--gpu", default=None, help="Device to price on (default: this host's); `--gpu help`: all.")
 @click.option("--lanes", type=int, default=1, show_default=True, help="Arms run side by side.")
+@click.option(
+    "--gpu-count",
+    type=int,
+    default=1,
+    show_default=True,
+    help="GPUs on the host (an arm pinned to cuda:K needs K < this; lanes may use one GPU each).",
+)
 @ledger_option()
-def cost(plan_path: Path | None, gpu: str | None, lanes: int, ledger_path: Path) -> None:
+def cost(plan_path: Path | None, gpu: str | None, lanes: int, gpu_count: int, ledger_path: Path) -> None:
     """Print what a sealed PLAN costs on a device: per arm, tokens expected and at most, throughput,
-    minutes; then the total, sequential and with lanes, and every figure's source."""
+    minutes and the arithmetic; then the total, sequential and with lanes (which arms in which lane,
+    the critical path), and every figure's source."""
     if lanes < 1:
         raise BadInputError(f"--lanes {lanes}: at least 1 (arms run side by side on that many lanes)")
+    if gpu_count < 1:
+        raise BadInputError(f"--gpu-count {gpu_count}: at least 1")
     if gpu == "help":
         lines = device_lines(device_table())
     elif plan_path is None:
         raise BadInputError("name a sealed PLAN to price (or `--gpu help` for the device table)")
     else:
-        lines = plan_cost_lines(plan_path, ledger_path, gpu, lanes)
+        lines = plan_cost_lines(plan_path, ledger_path, gpu, lanes, gpu_count)
     for line in lines:
         click.echo(line)

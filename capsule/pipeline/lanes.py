@@ -125,11 +125,11 @@ def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> lis
     table = device_table()
     cpu = probe_cpu()
     flags = {flag for flag, present in cpu["isa"].items() if present}
-    device = match_device(table, gpu_names, str(cpu.get("vendor", "")), flags)
+    device = match_device(table, gpu_names, str(cpu.get("vendor", "")), flags, str(cpu.get("family", "")))
     by_name = {arm.name: float(arm_prompts(plan, arm) * arm.max_new_tokens) for arm in plan.arms}
     if device is not None:
         try:
-            estimate = estimate_plan(plan, table, device, length_models())
+            estimate = estimate_plan(plan, table, device, length_models(), max(1, len(gpu_names)))
         except CapsuleError:  # an arm the table has no figure for on this device: budgets decide
             return [sum(by_name[arm.name] for arm in run) for run in runs]
         by_name = {a.arm: a.start_s / 60.0 + a.minutes_expected for a in estimate.arms}

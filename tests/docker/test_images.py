@@ -155,6 +155,50 @@ def test_cpu_image_smoke_run_verifies_outside_and_matches_a_host_run(
         pytest.fail(f"generations differ in and out of the image: {unexplained}\n{diff.stdout}{diff.stderr}")
 
 
+def test_cpu_image_reproduce_into_a_mounted_study_directory_verifies_outside(
+    tmp_path: Path, signing_dir: Path
+) -> None:
+    """`docker run -v "$PWD/study:/home/capsule/study" capsule-cpu reproduce` as docs/docker.md writes
+    it: refused in one line without the volume; with it, the image's plans and ledger are copied into
+    the empty study directory, the run is signed with study/keys/signing.key.pem, and it verifies
+    outside the container against the study's ledger."""
+    _require_image(CPU_IMAGE)
+    # under vfs, creating and removing a container copies the whole image: minutes on a busy host
+    bare = _docker("run", "--rm", "--network=none", CPU_IMAGE, "reproduce", timeout=900)
+    print(f"\n$ docker run --rm capsule-cpu reproduce\n{bare.stderr.strip()} (exit {bare.returncode})")
+    assert bare.returncode == 2 and bare.stderr.startswith("Error: no study volume"), bare.stderr
+    assert bare.stderr.count("\n") == 1 and "--gpus" not in bare.stderr
+    study = tmp_path / "study"
+    (study / "keys").mkdir(parents=True)
+    shutil.copy(signing_dir / "signing.key.pem", study / "keys" / "signing.key.pem")
+    if os.getuid() == 0:  # on a root host the container user is uid 1000 (otherwise the host's)
+        for path in (study, study / "keys", study / "keys" / "signing.key.pem"):
+            os.chown(path, 1000, 1000)
+    start = time.monotonic()
+    name = f"capsule-test-study-{os.getpid()}"
+    command = [
+        "run", "--rm", "--name", name, "--network=none", "--shm-size=2g",
+        "-v", f"{study}:/home/capsule/study", CPU_IMAGE, "reproduce", "--plan", SMOKE_PLAN, "--no-progress",
+    ]
+    try:
+        run = _docker(*command, timeout=1200)
+    except subprocess.TimeoutExpired:
+        _docker("kill", name, timeout=60)
+        pytest.fail("the container did not finish in 1200 s (killed)")
+    took = time.monotonic() - start
+    print(f"$ docker {' '.join(command)}\n... {run.stdout.strip()[-600:]}\n({took:.0f} s)")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "copied the image's sealed plans and ledger" in run.stderr
+    produced = _only_run(study / "results")
+    verified = _capsule(
+        "verify", str(produced), "--key", str(signing_dir / "signing.pub.pem"),
+        "--ledger", str(study / "prereg" / "ledger.jsonl"), cwd=study,
+    )
+    print(f"$ capsule verify {produced.relative_to(tmp_path)} --key ... --ledger study/prereg/ledger.jsonl")
+    print(verified.stdout.strip())
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
 #: Row fields that record when and how fast, not what was generated (a server row's `request` holds
 #: its send and arrival times): left out of the inside-vs-outside comparison.
 TIMING_FIELDS = ("elapsed_s", "request")

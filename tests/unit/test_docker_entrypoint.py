@@ -147,3 +147,17 @@ def test_any_command_on_a_fresh_study_volume_finds_the_images_plans(tmp_path: Pa
     (call,) = box.called()
     assert call.split("|")[:2] == [str(box.study), "fetch model --plan prereg/p"]
     assert (box.study / "prereg" / "p").is_dir()
+
+
+def test_a_mounted_study_volume_gets_the_manifest_schema_the_installed_capsule_reads(tmp_path: Path) -> None:
+    """The installed capsule finds manifests/schema.json in its working directory (the study); a mounted
+    volume hides the image's copy, so the first use copies it (found running the CPU image here)."""
+    box = Container(tmp_path, "cpu")
+    (box.seed / "manifests").mkdir()
+    (box.seed / "manifests" / "schema.json").write_text("{}\n")
+    box.mount_study()
+    assert box.run("reproduce", "--plan", "prereg/p").returncode == 0
+    assert (box.study / "manifests" / "schema.json").read_text() == "{}\n"
+    (box.study / "manifests" / "schema.json").write_text("mine\n")
+    assert box.run("reproduce", "--plan", "prereg/p").returncode == 0
+    assert (box.study / "manifests" / "schema.json").read_text() == "mine\n"  # never overwritten

@@ -17,6 +17,7 @@ from capsule.authoring.sizing import estimate_plan
 from capsule.cli import cli
 from capsule.errors import BadInputError
 from capsule.prereg.engine_sharing import engine_runs
+from capsule.authoring.lane_plan import arrange
 from capsule.prereg.loader import load_plan
 
 LEDGER = REPO / "prereg" / "ledger.jsonl"
@@ -36,9 +37,19 @@ def _measured_seconds(run: Path) -> dict[str, float]:
     }
 
 
+def _run_device_name(run: Path) -> str:
+    """The table's device for the CPU the run's manifest records."""
+    cpu = json.loads((run / "manifest.json").read_text())["host"]["cpu"]
+    flags = {flag for flag, present in cpu["isa"].items() if present}
+    device = match_device(device_table(), [], cpu["vendor"], flags, str(cpu["family"]))
+    assert device is not None, cpu
+    return device.name
+
+
 def test_embedded_plan_estimate_is_within_25_percent_of_the_reference_run_per_arm() -> None:
     table = device_table()
-    estimate = estimate_plan(load_plan(EMBEDDED), table, table.device("xeon-avx512-2c"), length_models())
+    device = table.device(_run_device_name(V3_RUN))  # the CPU kind the committed run was made on
+    estimate = estimate_plan(load_plan(EMBEDDED), table, device, length_models())
     measured = _measured_seconds(V3_RUN)
     assert {a.arm for a in estimate.arms} == set(measured)
     for arm in estimate.arms:
@@ -59,14 +70,55 @@ def test_cost_prints_every_arm_totals_and_sources_for_the_gpu_study_on_h200() ->
     plan = load_plan(GPU_PLAN)
     for arm in plan.arms:
         assert any(line.startswith(arm.name + " ") for line in out.splitlines()), arm.name
-    assert "sequential:" in out and "with 4 lane(s):" in out
-    assert "no measured response lengths" in out  # Agents-A1-4B: expected = bound, said so
+    assert "sequential:" in out and "with 4 lane(s)," in out and "critical path: lane" in out
     table = device_table()
     estimate = estimate_plan(plan, table, table.device("h200"), length_models())
+    # Agents-A1-4B's lengths are the rationale's assumptions, labelled so, never "measured"
+    for priced in estimate.arms:
+        assert priced.length_source.startswith("assumed (not measured): prereg/agents-a1-4b-v3/rationale.md")
+        if not priced.refused:
+            assert priced.tokens_expected < priced.tokens_most
+            assert priced.minutes_expected < priced.minutes_most
+    assert "no measured response lengths" not in out
     assert estimate.with_lanes(1) == pytest.approx(estimate.sequential())
     longest_run = max(estimate._run_minutes(False))
     assert longest_run <= estimate.with_lanes(4) < estimate.sequential()
     assert estimate.with_lanes(len(estimate.runs)) == pytest.approx(longest_run)
+
+
+def test_gpu_study_fits_an_hour_on_one_h200_only_with_one_model_load_per_transformers_arm() -> None:
+    table = device_table()
+    for gpus in (1, 8):
+        estimate = estimate_plan(load_plan(GPU_PLAN), table, table.device("h200"), length_models(), gpus)
+        hf = [a for a in estimate.arms if a.backend == "hf"]
+        longest = max(hf, key=lambda a: a.minutes_expected)
+        floor = table.device("h200").start_s["hf"] / 60.0 + longest.minutes_expected
+        # the one hf model's run, never split, is the floor of the rule reproduce --lanes follows
+        assert arrange(estimate, len(estimate.runs), split_loads=False).minutes > 60.0
+        best = arrange(estimate, 8, split_loads=True)
+        assert best.minutes == pytest.approx(floor) and best.minutes < 60.0
+        assert best.critical.arms == (longest.arm,)
+        assert sorted(n for lane in best.lanes for n in lane.arms) == sorted(a.arm for a in estimate.arms)
+        # at most, the longest transformers arm alone exceeds the hour whatever the lanes
+        assert arrange(estimate, 8, split_loads=True, most=True).minutes > 60.0 < longest.minutes_most
+
+
+def test_expected_refusals_generate_nothing_expected_but_pay_their_start() -> None:
+    table = device_table()
+    plan = load_plan(GPU_PLAN)
+    one = {a.arm: a for a in estimate_plan(plan, table, table.device("h200"), length_models()).arms}
+    two = {a.arm: a for a in estimate_plan(plan, table, table.device("h200"), length_models(), 2).arms}
+    invariant = one["vllm-bi-run1-b8"]
+    assert invariant.refused.startswith("refused at start") and invariant.minutes_expected == 0.0
+    assert invariant.minutes_most > 0.0 and invariant.start_s > 0.0  # at most: as if it ran
+    assert one["hf-run3a-b16-gpu1"].refused.startswith("refused at load: cuda:1 is absent")
+    assert one["hf-run3a-b16-gpu1"].minutes_most == 0.0
+    assert not two["hf-run3a-b16-gpu1"].refused
+    assert two["hf-run3a-b16-gpu1"].minutes_expected == pytest.approx(two["hf-run3a-b16"].minutes_expected)
+    # a static transformers batch costs batches x its longest member's steps x the step time
+    arm = one["hf-run3b-b8"]
+    assert arm.arithmetic.startswith("10 batches x 11000 steps (at most 16384)")
+    assert arm.minutes_expected / arm.minutes_most == pytest.approx(11000 / 16384)
 
 
 def test_gpu_help_lists_every_device_with_sources() -> None:
@@ -77,7 +129,7 @@ def test_gpu_help_lists_every_device_with_sources() -> None:
     assert "measured: primary, 168,388 tokens in 939.6 s" in out
 
 
-@pytest.mark.parametrize("extra", [["--gpu", "tpu9"], ["--lanes", "0"]])
+@pytest.mark.parametrize("extra", [["--gpu", "tpu9"], ["--lanes", "0"], ["--gpu-count", "0"]])
 def test_bad_options_are_one_error_line_exit_2(extra: list[str]) -> None:
     code, out = _cost(str(EMBEDDED), *extra)
     assert code == 2
@@ -132,6 +184,19 @@ def test_response_length_model_interpolates_and_extrapolates() -> None:
     assert model.expected(50) == pytest.approx(40.0)
     assert model.expected(150) == pytest.approx(100.0)
     assert model.expected(400) == pytest.approx(220.0)  # half the rows run on to the new budget
+    (stated,) = parse_lengths(
+        '[[models]]\nname = "M"\nthinking = "on"\npoints = [[100, 50.0]]\nlongest = [[100, 8, 90.0]]\n'
+        'source = "assumed"\n',
+        "t.toml",
+    )
+    assert stated.batch_steps(100, 8) == 90.0 and stated.batch_steps(100, 16) is None
+    assert stated.expected(200) == pytest.approx(150.0)  # no at_cap: every row runs on (upper reading)
+    with pytest.raises(BadInputError, match="longest"):
+        parse_lengths(
+            '[[models]]\nname = "M"\nthinking = "on"\npoints = [[100, 50.0]]\nlongest = [[100, 8, 200.0]]\n'
+            'source = "s"\n',
+            "t",
+        )
     with pytest.raises(BadInputError, match="points"):
         parse_lengths(
             '[[models]]\nname = "M"\nthinking = "off"\npoints = [[10, 20.0]]\nat_cap = 0.5\nsource = "s"\n',
@@ -146,6 +211,12 @@ def test_device_table_is_strict_and_hosts_match_by_gpu_name_or_cpu_vendor_and_fl
     assert match_device(table, ["NVIDIA H200"], "AuthenticAMD", {"avx2"}).name == "h200"  # type: ignore[union-attr]
     assert match_device(table, [], "GenuineIntel", {"avx2", "avx512_bf16"}).name == "xeon-avx512-2c"  # type: ignore[union-attr]
     assert match_device(table, [], "AuthenticAMD", {"avx2"}).name == "epyc-avx2-2c"  # type: ignore[union-attr]
+    # this session's machine: AMD family 26 with avx512_bf16 is its own kind, before the older EPYC's
+    family_26 = match_device(table, [], "AuthenticAMD", {"avx2", "avx512_bf16"}, "26")
+    assert family_26 is not None and family_26.name == "epyc-f26-avx512-2c"
+    assert match_device(table, [], "AuthenticAMD", {"avx2", "avx512_bf16"}, "25").name == "epyc-avx512-2c"  # type: ignore[union-attr]
+    # it prices the embedded plan (fp32 and bf16, both backends), unlike the bf16-only older entry
+    assert len(estimate_plan(load_plan(EMBEDDED), table, family_26, length_models()).arms) == 12
     assert match_device(table, [], "Other", set()) is None
 
 

@@ -1,0 +1,77 @@
+"""How a plan's arms are arranged on N lanes, for `capsule plan cost --lanes N`: which arms run in
+which lane, each lane's minutes, and the critical path (the longest lane).
+
+Two arrangements. Engine runs never split: arms that share a loaded backend stay in one lane, in
+plan order (the rule `capsule reproduce --lanes` follows). Split loads: a transformers run is split
+into its arms, each loading its own copy of the model (one more start each); transformers arms share
+a model only to save its load (the batch size is per call), so splitting changes no setting of any
+arm. vLLM and server runs are never split: a rerun control shares its base arm's engine by design.
+Both are arithmetic on `PlanEstimate`, assuming lanes do not slow each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from capsule.authoring.sizing import PlanEstimate, place_longest_first
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One lane: its arms (in plan order) and its minutes, starts included."""
+
+    arms: tuple[str, ...]
+    minutes: float
+
+
+@dataclass(frozen=True)
+class Arrangement:
+    """Every lane of one arrangement."""
+
+    lanes: tuple[Lane, ...]
+    split_loads: bool
+
+    @property
+    def minutes(self) -> float:
+        """The longest lane's minutes: the study's wall time under this arrangement."""
+        return max(lane.minutes for lane in self.lanes)
+
+    @property
+    def critical(self) -> Lane:
+        """The longest lane (the first of equals)."""
+        return max(self.lanes, key=lambda lane: lane.minutes)
+
+
+def _units(estimate: PlanEstimate, split_loads: bool, most: bool) -> list[tuple[tuple[str, ...], float]]:
+    """The arrangement's units of work (arm names, minutes): engine runs, or with `split_loads`,
+    each arm of a transformers run alone, paying its own model load."""
+    units: list[tuple[tuple[str, ...], float]] = []
+    for run in estimate.runs:
+        first = estimate.arm(run[0])
+        if split_loads and first.backend == "hf" and len(run) > 1:
+            load = estimate.device.start_s["hf"] / 60.0
+            for name in run:
+                arm = estimate.arm(name)
+                units.append(((name,), load + (arm.minutes_most if most else arm.minutes_expected)))
+        else:
+            units.append((run, estimate.run_minutes(run, most)))
+    return units
+
+
+def splits_anything(estimate: PlanEstimate) -> bool:
+    """Whether the plan has a transformers run of more than one arm (else both arrangements agree)."""
+    return any(estimate.arm(run[0]).backend == "hf" and len(run) > 1 for run in estimate.runs)
+
+
+def arrange(estimate: PlanEstimate, lanes: int, split_loads: bool, most: bool = False) -> Arrangement:
+    """The units placed longest first on the least loaded of `lanes` lanes (by minutes expected, or
+    at most with `most`)."""
+    units = _units(estimate, split_loads, most)
+    placed = place_longest_first([minutes for _, minutes in units], lanes)
+    return Arrangement(
+        tuple(
+            Lane(tuple(name for i in lane for name in units[i][0]), sum(units[i][1] for i in lane))
+            for lane in placed
+        ),
+        split_loads,
+    )
