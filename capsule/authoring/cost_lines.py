@@ -3,7 +3,7 @@ reproduce` prints on a GPU before the first arm. One place for the layout and th
 
 from __future__ import annotations
 
-from capsule.authoring.devices import DeviceTable
+from capsule.authoring.devices import TABLE, DeviceTable
 from capsule.authoring.lane_plan import Arrangement, arrange, splits_anything
 from capsule.authoring.sizing import PlanEstimate
 
@@ -66,7 +66,7 @@ def _lane_lines(estimate: PlanEstimate, lanes: int) -> list[str]:
     whole = arrange(estimate, lanes, split_loads=False)
     lines = [
         _arrangement_line(
-            f"{len(estimate.runs)} engine runs never split (as `capsule reproduce --lanes` places them)",
+            f"{len(estimate.runs)} engine runs never split",
             lanes, whole, arrange(estimate, lanes, False, most=True),
         )
     ]
@@ -76,7 +76,8 @@ def _lane_lines(estimate: PlanEstimate, lanes: int) -> list[str]:
         load = estimate.device.start_s["hf"]
         lines.append(
             _arrangement_line(
-                f"each transformers arm loading its own model (+{load:g} s a load)",
+                f"each transformers arm loading its own model (+{load:g} s a load; "
+                "as `capsule reproduce --lanes` places them)",
                 lanes, split, arrange(estimate, lanes, True, most=True),
             )
         )

@@ -2,10 +2,9 @@
 which lane, each lane's minutes, and the critical path (the longest lane).
 
 Two arrangements. Engine runs never split: arms that share a loaded backend stay in one lane, in
-plan order (the rule `capsule reproduce --lanes` follows). Split loads: a transformers run is split
-into its arms, each loading its own copy of the model (one more start each); transformers arms share
-a model only to save its load (the batch size is per call), so splitting changes no setting of any
-arm. vLLM and server runs are never split: a rerun control shares its base arm's engine by design.
+plan order. Split loads (the rule `capsule reproduce --lanes` follows,
+`capsule.prereg.engine_sharing.lane_units`): a transformers run is split into its arms, each
+loading its own copy of the model (one more start each); vLLM and server runs are never split.
 Both are arithmetic on `PlanEstimate`, assuming lanes do not slow each other.
 """
 

@@ -2,7 +2,7 @@
 
 `sealed_target` takes an arm of a sealed plan (plan, seal, prompts and model verified);
 `adhoc_target` builds one from options through the plan loader (`capsule.prereg.adhoc`), so both
-meet one rulebook. Nothing is written here: `capsule.commands.generate` opens the run directory.
+meet one rulebook. Nothing is written here: `capsule.pipeline.generate` opens the run directory.
 A dry run (the fake backend and tokenizer) needs no model: its `model_dir` is None.
 """
 

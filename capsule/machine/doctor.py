@@ -44,7 +44,7 @@ from capsule.machine.memory import (
     safetensors_params,
 )
 from capsule.machine.software import installed_version, torch_build
-from capsule.prereg.engine_sharing import engine_runs
+from capsule.prereg.engine_sharing import lane_units
 from capsule.prereg.plan import Plan
 from ifeval_scorer.errors import ScorerError
 from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
@@ -269,8 +269,9 @@ def _check_memory(report: Report, needs: list[ArmNeed], host: HostFacts, model: 
 
 
 def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFacts, lanes: int) -> None:
-    """`--lanes N` on one device (as `reproduce --lanes N` without --gpus): at worst the N engine
-    runs that hold the most run at once, each at its largest arm's footprint (`lane_footprint`),
+    """`--lanes N` on one device (as `reproduce --lanes N` without --gpus): at worst the N lane units
+    (`lane_units`: vLLM/server engine runs, single transformers arms) that hold the most run at
+    once, each at its largest arm's footprint (`lane_footprint`),
     and their sum must fit the GPU's memory (GPU plans) or the free RAM (CPU plans)."""
     by_arm = {need.arm: need for need in needs}
     on_gpu = any(need.device == "gpu" for need in needs)
@@ -281,7 +282,7 @@ def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFac
     where = f"one GPU ({_gib(capacity)})" if on_gpu else f"free RAM ({_gib(capacity)})"
     device = "gpu" if on_gpu else "cpu"
     peaks: list[tuple[int, str]] = []  # each engine run's largest footprint, and its arithmetic
-    for run in engine_runs(plan.arms):
+    for run in lane_units(plan.arms):  # the units reproduce --lanes places
         sized = []
         for need in (by_arm[arm.name] for arm in run if by_arm[arm.name].device == device):
             footprint = lane_footprint(need, capacity)

@@ -1,9 +1,10 @@
 """`capsule reproduce --lanes N [--gpus 0,1]`: a plan's arms on N lanes at once, each lane a process.
 
-What a lane is: a list of engine runs (`capsule.prereg.engine_sharing.engine_runs`: arms that share
-one loaded backend, never split, in plan order), placed by the one placement rule `capsule plan
-cost --lanes` prints (`capsule.authoring.sizing.place_longest_first`, on each run's estimated minutes
-on this host's device; by token budget where the device table has no entry for it). Each lane runs
+What a lane is: a list of units (`capsule.prereg.engine_sharing.lane_units`: a vLLM or server
+engine run, never split, in plan order; a transformers arm alone, on its own model load), placed
+by the one placement rule `capsule plan cost --lanes` prints
+(`capsule.authoring.sizing.place_longest_first`, on each unit's estimated minutes on this host's
+device; by token budget where the device table has no entry for it). Each lane runs
 in its own spawned process on one device: with `--gpus`, lane i sees only GPU `gpus[i % len]`
 (`CUDA_VISIBLE_DEVICES`); without, every lane sees what the capsule sees (one GPU shared, or the
 CPU). Lanes sharing one GPU need every vLLM (and launched server) arm to fix its
@@ -33,7 +34,7 @@ from capsule.errors import BadInputError, CapsuleError
 from capsule.jsonio import read_json_object
 from capsule.machine.gpu import probe_gpus
 from capsule.machine.host import probe_cpu
-from capsule.prereg.engine_sharing import engine_runs
+from capsule.prereg.engine_sharing import lane_units
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import RunDir
 
@@ -145,7 +146,7 @@ def assign_lanes(
     """The lanes (those with arms) for `plan`: engine runs placed longest first on the least
     loaded lane, each lane's arms in plan order, each lane's device. `weights` prices the engine
     runs (default: `_run_weights`); `gpu_names` (default: NVML's) tell it which device this is."""
-    runs = engine_runs(plan.arms)
+    runs = lane_units(plan.arms)
     if gpu_names is None:
         gpu_names = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
     priced = (weights or _run_weights)(plan, runs, gpu_names)

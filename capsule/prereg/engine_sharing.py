@@ -1,5 +1,6 @@
 """Which arms share one loaded backend: the one rule that generation (one engine for consecutive
-arms) and `capsule plan cost` (one start per such run of arms) both follow."""
+arms) and `capsule plan cost` (one start per such run of arms) both follow; and which arms must
+stay together when arms run side by side (`lane_units`, for `reproduce --lanes` and `plan cost --lanes`)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,18 @@ def engine_runs(arms: tuple[Arm, ...] | list[Arm]) -> list[list[Arm]]:
         else:
             runs.append([arm])
     return runs
+
+
+def lane_units(arms: tuple[Arm, ...] | list[Arm]) -> list[list[Arm]]:
+    """The units lanes place: each engine run, except that a transformers run is split into its
+    arms, each loading its own copy of the model. Transformers arms share a model only to save the
+    load (the batch size is per call, every row has its own random stream), so splitting changes
+    no setting of any arm; a vLLM or server run stays whole, since its rerun controls share the base
+    arm's engine by design."""
+    units: list[list[Arm]] = []
+    for run in engine_runs(arms):
+        if run[0].backend == "hf":
+            units.extend([arm] for arm in run)
+        else:
+            units.append(run)
+    return units

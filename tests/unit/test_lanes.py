@@ -16,7 +16,7 @@ from capsule.cli import cli
 from capsule.faults import KILL_AT_ENV
 from capsule.pipeline import lanes as lanes_module
 from capsule.pipeline.lanes import LaneOptions, assign_lanes, parse_gpus
-from capsule.prereg.engine_sharing import engine_runs
+from capsule.prereg.engine_sharing import engine_runs, lane_units
 from capsule.prereg.loader import load_plan
 
 SMOKE = "prereg/smoke-v2"
@@ -58,8 +58,11 @@ def test_runs_are_placed_longest_first_on_the_least_loaded_lane() -> None:
 
 
 def test_arms_sharing_an_engine_stay_in_one_lane_in_plan_order(repo_root: Path) -> None:
+    """vLLM and server engine runs stay whole in one lane; transformers runs are split into their
+    arms (each loads its own model), and at least one such run is split here."""
     plan = load_plan(repo_root / SMOKE)
     runs = engine_runs(plan.arms)
+    assert any(run[0].backend == "hf" and len(run) > 1 for run in runs)
     by_size = lambda _p, r, _g: [float(len(x)) for x in r]  # noqa: E731
     lanes = assign_lanes(plan, LaneOptions(3), weights=by_size, gpu_names=[])
     order = [arm.name for arm in plan.arms]
@@ -69,7 +72,11 @@ def test_arms_sharing_an_engine_stay_in_one_lane_in_plan_order(repo_root: Path) 
         assert lane.device == "cpu" and lane.environment == {}
     lane_of = {a: lane.number for lane in lanes for a in lane.arms}
     for run in runs:
-        assert len({lane_of[arm.name] for arm in run}) == 1
+        if run[0].backend != "hf":
+            assert len({lane_of[arm.name] for arm in run}) == 1
+    assert lane_units(plan.arms) == [
+        unit for run in runs for unit in ([[arm] for arm in run] if run[0].backend == "hf" else [run])
+    ]
 
 
 def test_gpus_give_each_lane_its_own_device(repo_root: Path) -> None:
