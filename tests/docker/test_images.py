@@ -269,10 +269,15 @@ def test_gpu_image_runs_everything_but_the_gpu() -> None:
     assert not missing, f"the dry run did not walk arms {missing}"
 
 
+#: Seconds a bare `docker run` of the GPU image may take: under vfs each run copies the image.
+VFS_RUN_TIMEOUT_S = 900
+
+
 def test_gpu_image_reproduce_refuses_without_a_study_volume_and_without_a_gpu(tmp_path: Path) -> None:
     """`docker run capsule reproduce` as the README writes it, as far as a machine without a GPU goes."""
     _require_image(GPU_IMAGE)
-    bare = _docker("run", "--rm", "--network=none", GPU_IMAGE, "reproduce", timeout=120)
+    # under vfs, creating and removing a container copies the whole 11 GB image: minutes on a busy host
+    bare = _docker("run", "--rm", "--network=none", GPU_IMAGE, "reproduce", timeout=VFS_RUN_TIMEOUT_S)
     assert bare.returncode == 2 and bare.stderr.startswith("Error: no study volume"), bare.stderr
     assert '-v "$PWD/study:/home/capsule/study"' in bare.stderr and "--gpus all" in bare.stderr
     study = tmp_path / "study"
@@ -280,9 +285,11 @@ def test_gpu_image_reproduce_refuses_without_a_study_volume_and_without_a_gpu(tm
     study.chmod(0o777)  # the container user (the host's uid, or 1000 for root) writes there
     mounted = _docker(
         "run", "--rm", "--network=none", "-v", f"{study}:/home/capsule/study", GPU_IMAGE, "reproduce",
-        timeout=120,
+        timeout=VFS_RUN_TIMEOUT_S,
     )
     assert mounted.returncode == 2 and "no GPU visible" in mounted.stderr and "capsule-cpu" in mounted.stderr
     assert mounted.stderr.count("\n") == 1, mounted.stderr
-    helped = _docker("run", "--rm", "--network=none", GPU_IMAGE, "reproduce", "--help", timeout=120)
+    helped = _docker(
+        "run", "--rm", "--network=none", GPU_IMAGE, "reproduce", "--help", timeout=VFS_RUN_TIMEOUT_S
+    )
     assert helped.returncode == 0 and "--plan" in helped.stdout
