@@ -14,13 +14,14 @@ ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help reproduce test test-fast setup lock-cpu fetch lint clean all setup-gpu docker-build docker-run docker-requirements \
+.PHONY: help reproduce test test-fast test-slow setup lock-cpu fetch lint clean all setup-gpu docker-build docker-run docker-requirements \
 	docker-base docker-build-cpu docker-run-cpu docker-test docker-stop
 
 help:  ## list the targets
 	@echo "make reproduce   install, fetch the pinned artifacts, run the embedded default study (CPU)"
 	@echo "make test        install, fetch, run the whole test suite (what CI runs)"
-	@echo "make test-fast   the same without the real-model tests (a few minutes)"
+	@echo "make test-fast   the same without the real-model tests (under 2 minutes)"
+	@echo "make test-slow   the real-model tests alone"
 	@echo "make all         on a GPU host: install the locked GPU stack, preflight, run $(GPU_PLAN)"
 	@echo "make docker-build-cpu | docker-run-cpu | docker-test   the CPU image (docker/README.md)"
 	@echo "make setup | lock-cpu | fetch | lint | clean | docker-build | docker-run"
@@ -44,11 +45,22 @@ fetch: setup  ## fetch and verify the IFEval prompts and the embedded model
 reproduce: fetch  ## run the embedded default study end to end (resumes an interrupted run)
 	$(VENV)/bin/capsule reproduce --plan $(PLAN)
 
-test: fetch  ## the whole suite: fast unit tests, then real-model integration tests under both backends
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+# The fast tier runs on $(TEST_WORKERS) pytest-xdist workers (most of its time is subprocesses and
+# files, not arithmetic); the real-model tier runs alone, one test at a time: two real models
+# generating at once on a 2-core machine slowed one transformers test from 7 s to 147 s.
+TEST_WORKERS ?= 2
+FAST_TIER := $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)
+SLOW_TIER := $(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+test: fetch  ## the whole suite: the fast tier, then real-model integration tests under both backends
+	$(FAST_TIER)
+	$(SLOW_TIER)
+
+test-slow: fetch  ## the real-model tier alone (the second half of make test)
+	$(SLOW_TIER)
 
 test-fast: fetch  ## the fast tier alone: everything but the real-model tests (marked slow); CI runs all
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(FAST_TIER)
 
 lint: setup  ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check capsule ifeval_scorer tests benchmarks

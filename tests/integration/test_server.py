@@ -3,8 +3,10 @@
 One scenario, to keep server starts (about 40 s each on 2 cores) to three: `capsule generate
 --backend server` is SIGKILLed mid-arm (its server is orphaned), rerun (the orphan is stopped, a new
 server starts), that server is killed mid-arm (one `Error:` line naming the endpoint, exit 2, rows
-kept), and a third run completes the arm with no lost or repeated row. Offline vLLM then runs the
-same arm on the same keys: the server received identical input ids. Plus an unreachable endpoint.
+kept), and a third run completes the arm with no lost or repeated row. Plus an unreachable
+endpoint. That a launched server receives the capsule's own token ids (the same as offline vLLM's)
+is asserted by the smoke plan's offline-vs-server control (tests/integration/test_reproduce_smoke.py),
+so this scenario starts no offline engine of its own.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def _alive(record: dict[str, Any]) -> bool:
     return running(record["pid"], record["create_time"])
 
 
-def test_sigkill_a_dead_server_and_resume_then_offline_vllm_agrees_on_ids(tmp_path: Path) -> None:
+def test_sigkill_a_dead_server_and_resume_keeps_every_row_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     # 1. SIGKILL the capsule after its first batch: the server it launched is orphaned
     first = _generate(out, "--backend", "server", "--name", "server")
@@ -100,14 +102,6 @@ def test_sigkill_a_dead_server_and_resume_then_offline_vllm_agrees_on_ids(tmp_pa
     assert max(r["request"]["in_flight_at_send"] for r in rows) >= 2  # more in flight than max_num_seqs
     assert not list((out / "servers").glob("*.pid.json"))  # every server stopped
     assert len(list((out / "servers").glob("*.command.json"))) == 3
-    # 4. offline vLLM on the same keys and settings: identical input ids
-    offline = _generate(tmp_path / "offline", "--backend", "vllm", "--name", "offline")
-    assert offline.wait(timeout=TIMEOUT_S) == 0, offline.stdout.read()  # type: ignore[union-attr]
-    by_key = {r["key"]: r for r in _rows(tmp_path / "offline", "offline")}
-    ids = {k: v["input_ids_sha256"] for k, v in by_key.items()}
-    assert {r["key"]: r["input_ids_sha256"] for r in rows} == ids
-    same = sum(r["raw"] == by_key[r["key"]]["raw"] for r in rows)
-    print(f"server vs offline vLLM (fp32, max_num_seqs 2, 16 clients): {same}/{N_KEYS} byte-identical")
 
 
 def test_an_unreachable_endpoint_is_one_error_line(tmp_path: Path) -> None:

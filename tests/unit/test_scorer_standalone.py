@@ -89,6 +89,10 @@ def test_scores_with_the_capsule_unimportable(repo_root: Path, prompts_path: Pat
 def test_data_dir_order_and_use_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import nltk
 
+    # whatever directory an earlier test in this process chose (the capsule chooses its cache's) is
+    # set aside for this test and restored after it
+    monkeypatch.setattr(nltk_data, "_chosen", None)
+    monkeypatch.setattr(nltk_data, "_ready", None)
     monkeypatch.setenv(nltk_data.DATA_ENV, str(tmp_path / "from-env"))
     assert nltk_data.data_dir() == tmp_path / "from-env"
     monkeypatch.delenv(nltk_data.DATA_ENV)
