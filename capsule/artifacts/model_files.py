@@ -20,11 +20,11 @@ from capsule.artifacts.embedded_model import MODEL_RECORD
 from capsule.errors import BadInputError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json
+from capsule.prereg.plan import DTYPES
 from capsule.run_dir import model_file_problem
 
 PINNED_PATTERNS = ("*.safetensors", "*.json", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.txt")
 CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")  # read, not only hashed
-DTYPES = ("bfloat16", "float16", "float32")
 # The files a loader reads besides the weights, by the plan's [model] loader: each alternative set is
 # enough (the first is named when none is there). The seed took its stop tokens from
 # generation_config.json, so it is required too; an image-text-to-text checkpoint is loaded with its

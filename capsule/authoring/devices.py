@@ -14,13 +14,12 @@ from functools import cache
 from pathlib import Path
 
 from capsule.errors import BadInputError
-from capsule.prereg.plan import Arm
+from capsule.prereg.plan import DTYPES, Arm
 from capsule.prereg.tables import Section
 
 TABLE = Path(__file__).with_name("throughput.toml")
 KINDS = ("gpu", "cpu")
 BACKENDS = ("vllm", "hf")  # `server` is priced as `vllm` (the same engine behind an HTTP API)
-DTYPES = ("bfloat16", "float16", "float32")
 
 
 @dataclass(frozen=True)

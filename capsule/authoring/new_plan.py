@@ -41,8 +41,9 @@ from capsule.generation.backends.checkpoint import checkpoint_loader
 from capsule.pins import EMBEDDED_MODEL_NAME
 from capsule.prereg.loader import PLAN_FILE, load_plan
 from capsule.prereg.metrics import ALL_METRICS
-from capsule.prereg.plan import Claim, Decoding, Model, Plan
+from capsule.prereg.plan import DTYPES, Claim, Decoding, Model, Plan
 from capsule.prereg.sealing import RATIONALE
+from capsule.prereg.tables import one_of
 from capsule.run_dir import safe_name
 
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -201,14 +202,15 @@ def new_plan(
                 f"metadata, {len(snapshot.downloaded)} small file(s) downloaded to hash them"
             )
         config = read_model_config(config_dir)
-        dtype = request.dtype or config.dtype
+        # --dtype is one of DTYPES (click checks it), config.json's dtype is one or None
+        dtype = one_of(request.dtype or config.dtype or "", DTYPES)
         if dtype is None:
             raise BadInputError(
                 f"{config_dir / 'config.json'}: declares no dtype (bfloat16, float16 or float32); "
                 "pass --dtype"
             )
         settings = StandardSettings(
-            dtype=dtype,  # type: ignore[arg-type]
+            dtype=dtype,
             batch_size=request.batch_size,
             max_new_tokens=request.max_new_tokens,
             contrast_n=MIN_PAIRS,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from capsule.pins import IFEVAL_PROMPTS_N, IFEVAL_PROMPTS_SHA256
 from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.metrics import ALL_METRICS, COMPOSITES, METRICS, is_prompt_level
 from capsule.prereg.plan import (
     Arm,
+    BackendName,
     Claim,
     Comparison,
     Control,
@@ -70,10 +72,14 @@ def _options(backend: str, settings: StandardSettings) -> dict[str, object]:
     return options
 
 
-def _arm(name: str, backend: str, settings: StandardSettings, description: str, **changes: object) -> Arm:
+def _arm(
+    name: str, backend: BackendName, settings: StandardSettings, description: str, **changes: Any
+) -> Arm:
+    """One arm of the standard plan: `settings`' greedy arm on `backend`, with `changes` (fields of
+    `Arm`, checked by `dataclasses.replace`) applied."""
     arm = Arm(
         name=name,
-        backend=backend,  # type: ignore[arg-type]
+        backend=backend,
         subset=CONTRAST_SUBSET,
         dtype=settings.dtype,
         batch_size=settings.batch_size,
@@ -87,7 +93,7 @@ def _arm(name: str, backend: str, settings: StandardSettings, description: str, 
         env={},
         description=description,
     )
-    return replace(arm, **changes)  # type: ignore[arg-type]
+    return replace(arm, **changes)
 
 
 def comparison_metric(claim_metric: str) -> str:

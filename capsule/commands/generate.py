@@ -20,6 +20,7 @@ from capsule.generation.targets import DEFAULT_FIRST
 from capsule.pipeline.generate import GenerateRequest, generate_one
 from capsule.prereg.adhoc import AdhocOptions
 from capsule.prereg.backend_specs import BACKENDS
+from capsule.prereg.plan import DTYPES
 
 # The options that describe an ad-hoc arm (click parameter names); with --plan they are refused.
 ADHOC_SETTINGS = tuple(field.name for field in dataclasses.fields(AdhocOptions))
@@ -57,7 +58,7 @@ def _refuse_adhoc_options(ctx: click.Context) -> None:
 )
 @click.option("--backend", default="hf", show_default=True, help=f"Ad-hoc: {' | '.join(BACKENDS)}.")
 @click.option(
-    "--dtype", default="bfloat16", show_default=True, type=click.Choice(["bfloat16", "float16", "float32"])
+    "--dtype", default="bfloat16", show_default=True, type=click.Choice(DTYPES)
 )
 @click.option(
     "--batch-size", type=int, default=8, show_default=True, help="Ad-hoc: batch size (max_num_seqs)."

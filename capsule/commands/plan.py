@@ -13,6 +13,7 @@ from capsule.authoring.pricing import plan_cost_lines
 from capsule.commands.options import ledger_option
 from capsule.errors import BadInputError
 from capsule.prereg.metrics import ALL_METRICS
+from capsule.prereg.plan import DTYPES
 
 
 @click.group()
@@ -52,7 +53,7 @@ def plan() -> None:
 @click.option("--batch-size", type=int, default=16, show_default=True, help="The claim arm's batch size.")
 @click.option(
     "--dtype",
-    type=click.Choice(["bfloat16", "float16", "float32"]),
+    type=click.Choice(DTYPES),
     default=None,
     help="The model's dtype (default: config.json's).",
 )

@@ -10,10 +10,16 @@ from __future__ import annotations
 from capsule.prereg.backend_specs import BACKENDS, check_options
 from capsule.prereg.limits import BATCH_SIZE, MAX_NEW_TOKENS
 from capsule.prereg.numerics_env import env_problem
-from capsule.prereg.plan import Arm, Decoding
+from capsule.prereg.plan import (
+    BATCH_ORDERS,
+    DECODING_MODES,
+    DTYPES,
+    THINKING,
+    UNCLOSED,
+    Arm,
+    Decoding,
+)
 from capsule.prereg.tables import Section
-
-DTYPES = ("bfloat16", "float16", "float32")
 
 #: The only values mode "greedy" takes (argmax, no penalties; top_k 0, or -1, disables): greedy with
 #: a temperature or a penalty would be sampling under another name.
@@ -58,7 +64,7 @@ def parse_decoding(arm: Section) -> Decoding:
     s = arm.sub("decoding", "decoding")
     s.keys(*DECODING_KEYS)
     decoding = Decoding(
-        mode=s.text("mode", ("greedy", "sample")),  # type: ignore[arg-type]
+        mode=s.choice("mode", DECODING_MODES),
         temperature=s.number("temperature", 0.0, 10.0),
         top_p=s.number("top_p", 0.0, 1.0),
         top_k=s.integer("top_k", -1),
@@ -100,18 +106,18 @@ def _env(arm: Section) -> dict[str, str]:
 def parse_arm(s: Section) -> Arm:
     """One [[arms]] table."""
     s.keys(*ARM_KEYS)
-    backend = s.text("backend", BACKENDS)
+    backend = s.choice("backend", BACKENDS)
     return Arm(
         name=s.file_name(),
-        backend=backend,  # type: ignore[arg-type]
+        backend=backend,
         subset=s.text("subset"),
-        dtype=s.text("dtype", DTYPES),  # type: ignore[arg-type]
+        dtype=s.choice("dtype", DTYPES),
         batch_size=s.integer("batch_size", 1, limit=BATCH_SIZE),
-        batch_order=s.text("batch_order", ("file", "length")),  # type: ignore[arg-type]
+        batch_order=s.choice("batch_order", BATCH_ORDERS),
         seed=s.integer("seed", 0),
         max_new_tokens=s.integer("max_new_tokens", 1, limit=MAX_NEW_TOKENS),
-        thinking=s.text("thinking", ("on", "off")),  # type: ignore[arg-type]
-        unclosed=s.text("unclosed", ("empty", "raw")),  # type: ignore[arg-type]
+        thinking=s.choice("thinking", THINKING),
+        unclosed=s.choice("unclosed", UNCLOSED),
         decoding=parse_decoding(s),
         backend_options=_options(s, backend),
         env=_env(s),

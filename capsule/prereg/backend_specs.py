@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self, TypeAlias, Union
 
 from capsule.errors import BadInputError
+from capsule.prereg.plan import BACKEND_NAMES, BackendName
 
 Scope: TypeAlias = Literal["batch", "arm"]  # how much of an arm one `generate` call takes
 
@@ -347,7 +348,7 @@ SPECS: dict[str, BackendSpec] = {
         ),
     ),
 }
-BACKENDS: tuple[str, ...] = tuple(SPECS)  # the names a plan may give as `backend`
+BACKENDS: tuple[BackendName, ...] = tuple(n for n in BACKEND_NAMES if n in SPECS)  # a plan's `backend`s
 
 # [model] loader -> the transformers auto class it names. hf loads the model with that class; both
 # hf and vLLM refuse a checkpoint whose config.json architecture needs the other one.

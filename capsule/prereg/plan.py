@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 BackendName = Literal["hf", "vllm", "server", "fake"]
 Thinking = Literal["on", "off"]
 Unclosed = Literal["empty", "raw"]
 BatchOrder = Literal["file", "length"]
 DType = Literal["bfloat16", "float16", "float32"]
+DecodingMode = Literal["greedy", "sample"]
+# each choice's values, once: the tuples a plan's text is checked against (`Section.choice`)
+BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
+THINKING: tuple[Thinking, ...] = get_args(Thinking)
+UNCLOSED: tuple[Unclosed, ...] = get_args(Unclosed)
+BATCH_ORDERS: tuple[BatchOrder, ...] = get_args(BatchOrder)
+DTYPES: tuple[DType, ...] = get_args(DType)
+DECODING_MODES: tuple[DecodingMode, ...] = get_args(DecodingMode)
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ class PromptSet:
 class Decoding:
     """Decoding knobs. `mode` "greedy" ignores the sampling knobs; all are required to be explicit."""
 
-    mode: Literal["greedy", "sample"]
+    mode: DecodingMode
     temperature: float
     top_p: float
     top_k: int  # 0 or -1 disables

@@ -6,11 +6,19 @@ file and the table (`arm 'bs4'.decoding: unknown key 'temprature' (allowed: ...)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from capsule.errors import BadInputError
 from capsule.prereg.limits import TOML_INTEGER, Limit
 from capsule.run_dir import name_problem
+
+Choice = TypeVar("Choice", bound=str)
+
+
+def one_of(value: str, choices: tuple[Choice, ...]) -> Choice | None:
+    """`value` as the member of `choices` it equals, typed as the choices are (a `Literal`'s values,
+    say), or None where it is none of them."""
+    return next((choice for choice in choices if choice == value), None)
 
 
 class Section:
@@ -50,6 +58,14 @@ class Section:
         if choices and value not in choices:
             raise self.fail(f"{key!r} is {value!r}; expected one of: {', '.join(choices)}")
         return value
+
+    def choice(self, key: str, choices: tuple[Choice, ...], default: Choice | None = None) -> Choice:
+        """A string value that is one of `choices`, typed as they are (`text` checks and words the
+        error)."""
+        chosen = one_of(self.text(key, choices, default), choices)
+        if chosen is None:  # text() refused every other value; an empty `choices` refuses none
+            raise self.fail(f"{key!r} has no choices to be one of")
+        return chosen
 
     def integer(
         self, key: str, minimum: int, default: int | None = None, limit: Limit = TOML_INTEGER

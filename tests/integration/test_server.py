@@ -25,7 +25,7 @@ import pytest
 from capsule.generation.backends.server_launch import read_record, running
 from capsule.run_dir import RunDir
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.vllm]
 
 ARM = ["--dtype", "float32", "--batch-size", "2", "--max-new-tokens", "32", "--first", "12", "--no-progress"]
 N_KEYS = 12

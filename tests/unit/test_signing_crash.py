@@ -64,6 +64,7 @@ def test_kill_between_envelope_and_ledger_entry_is_finished_by_a_rerun(repo_copy
 
 
 @pytest.mark.slow
+@pytest.mark.starts
 @pytest.mark.parametrize("point", [p for p in SIGNING_POINTS if p != "before-ledger"])
 def test_kill_at_each_signing_step_then_rerun(point: str, repo_copy: Path) -> None:
     run = _killed_at(point, repo_copy)
