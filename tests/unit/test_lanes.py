@@ -80,28 +80,27 @@ def test_arms_sharing_an_engine_stay_in_one_lane_in_plan_order(repo_root: Path) 
 
 
 def test_a_rehearsal_prices_each_engine_run_as_its_start_so_the_vllm_engines_share_the_lanes(
-    repo_root: Path,
+    repo_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rehearsal's arms are a few tokens each, so its lanes are balanced by engine starts: priced as
-    the GPU plan's arms, the v3 rehearsal's transformers arms filled one lane and 10 of its 12 vLLM
+    the GPU plan's arms, the v3 rehearsal's transformers arms filled one lane and 9 of its 14 vLLM
     and server engine runs the other (measured: 3 min 28 s with 2 lanes, against 234 s for one)."""
+    from types import SimpleNamespace
+
     from capsule.pipeline.lanes import start_weights
 
     plan = load_plan(repo_root / "prereg" / "agents-a1-4b-v3")
     units = lane_units(plan.arms)
     table = {"hf": 6.0, "vllm": 28.0, "server": 39.0}  # the 2-core Xeon's measured starts
-    monkeypatch = pytest.MonkeyPatch()
-    with monkeypatch.context() as patched:
-        patched.setattr(lanes_module, "match_host", lambda _t, _g: type("D", (), {"start_s": table})())
-        assert start_weights(plan, units, []) == [table[unit[0].backend] for unit in units]
-        lanes = assign_lanes(plan, LaneOptions(2), weights=start_weights, gpu_names=[])
+    monkeypatch.setattr(lanes_module, "match_host", lambda _t, _g: SimpleNamespace(start_s=table))
+    assert start_weights(plan, units, []) == [table[unit[0].backend] for unit in units]
+    lanes = assign_lanes(plan, LaneOptions(2), weights=start_weights, gpu_names=[])
     engines = {arm.name for arm in plan.arms if arm.backend != "hf"}
     per_lane = [sum(1 for unit in units if unit[0].name in lane.arms and unit[0].name in engines)
                 for lane in lanes]
     assert len(per_lane) == 2 and abs(per_lane[0] - per_lane[1]) <= 1, per_lane
-    with monkeypatch.context() as patched:  # a host the table does not know: one per start
-        patched.setattr(lanes_module, "match_host", lambda _t, _g: None)
-        assert start_weights(plan, units, []) == [1.0] * len(units)
+    monkeypatch.setattr(lanes_module, "match_host", lambda _t, _g: None)  # a host the table lacks
+    assert start_weights(plan, units, []) == [1.0] * len(units)
 
 
 def test_gpus_give_each_lane_its_own_device(repo_root: Path) -> None:
