@@ -42,24 +42,16 @@ class Arrangement:
 
 
 def _units(estimate: PlanEstimate, split_loads: bool, most: bool) -> list[tuple[tuple[str, ...], float]]:
-    """The arrangement's units of work (arm names, minutes): engine runs, or with `split_loads`,
-    each arm of a transformers run alone, paying its own model load."""
-    units: list[tuple[tuple[str, ...], float]] = []
-    for run in estimate.runs:
-        first = estimate.arm(run[0])
-        if split_loads and first.backend == "hf" and len(run) > 1:
-            load = estimate.device.start_s["hf"] / 60.0
-            for name in run:
-                arm = estimate.arm(name)
-                units.append(((name,), load + (arm.minutes_most if most else arm.minutes_expected)))
-        else:
-            units.append((run, estimate.run_minutes(run, most)))
-    return units
+    """The arrangement's units of work (arm names, minutes): engine runs, or with `split_loads`, the
+    units `reproduce --lanes` places (`PlanEstimate.units`), each paying its own start."""
+    units = estimate.units if split_loads else estimate.runs
+    return [(unit, estimate.run_minutes(unit, most)) for unit in units]
 
 
 def splits_anything(estimate: PlanEstimate) -> bool:
-    """Whether the plan has a transformers run of more than one arm (else both arrangements agree)."""
-    return any(estimate.arm(run[0]).backend == "hf" and len(run) > 1 for run in estimate.runs)
+    """Whether splitting loads changes any unit (a transformers run of more than one arm); else both
+    arrangements agree."""
+    return estimate.units != estimate.runs
 
 
 def arrange(estimate: PlanEstimate, lanes: int, split_loads: bool, most: bool = False) -> Arrangement:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from capsule.authoring.devices import Device, DeviceTable, arm_throughput
 from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
-from capsule.prereg.engine_sharing import engine_runs
+from capsule.prereg.engine_sharing import engine_runs, lane_units
 from capsule.prereg.plan import Arm, Plan
 
 
@@ -97,6 +97,7 @@ class PlanEstimate:
     device: Device
     arms: tuple[ArmEstimate, ...]
     runs: tuple[tuple[str, ...], ...]  # arm names of each engine run, plan order
+    units: tuple[tuple[str, ...], ...]  # arm names of each lane unit (`lane_units`), plan order
     gpu_count: int = 1
 
     def arm(self, name: str) -> ArmEstimate:
@@ -104,11 +105,11 @@ class PlanEstimate:
         return next(a for a in self.arms if a.arm == name)
 
     def run_minutes(self, run: tuple[str, ...], most: bool = False) -> float:
-        """Minutes of one engine run: its start plus each arm's generation."""
-        return sum(
-            self.arm(name).start_s / 60.0
-            + (self.arm(name).minutes_most if most else self.arm(name).minutes_expected)
-            for name in run
+        """Minutes of one engine run or lane unit: one start of its backend plus each arm's
+        generation (a transformers arm split into its own unit pays a load of its own)."""
+        start_s = self.device.start_s[self.arm(run[0]).backend]
+        return start_s / 60.0 + sum(
+            self.arm(name).minutes_most if most else self.arm(name).minutes_expected for name in run
         )
 
     def _run_minutes(self, most: bool) -> list[float]:
@@ -212,4 +213,5 @@ def estimate_plan(
     order = {a.name: i for i, a in enumerate(plan.arms)}
     estimates.sort(key=lambda e: order[e.arm])
     runs_named = tuple(tuple(a.name for a in run) for run in runs)
-    return PlanEstimate(device, tuple(estimates), runs_named, gpu_count)
+    units_named = tuple(tuple(a.name for a in unit) for unit in lane_units(plan.arms))
+    return PlanEstimate(device, tuple(estimates), runs_named, units_named, gpu_count)

@@ -121,18 +121,18 @@ def _listed(indices: tuple[int, ...]) -> str:
 
 
 def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
-    """Each engine run's estimated minutes on this host's device (as `capsule plan cost` prices
-    it); the token budget (prompts x max_new_tokens) where the device table has no entry for it."""
+    """Each lane unit's estimated minutes on this host's device, its own start included (as `capsule
+    plan cost --lanes` prices split loads); the token budget (prompts x max_new_tokens) where the
+    device table has no entry for it."""
     table = device_table()
     device = match_host(table, gpu_names)
-    by_name = {arm.name: float(arm_prompts(plan, arm) * arm.max_new_tokens) for arm in plan.arms}
     if device is not None:
         try:
             estimate = estimate_plan(plan, table, device, length_models(), max(1, len(gpu_names)))
+            return [estimate.run_minutes(tuple(arm.name for arm in run)) for run in runs]
         except CapsuleError:  # an arm the table has no figure for on this device: budgets decide
-            return [sum(by_name[arm.name] for arm in run) for run in runs]
-        by_name = {a.arm: a.start_s / 60.0 + a.minutes_expected for a in estimate.arms}
-    return [sum(by_name[arm.name] for arm in run) for run in runs]
+            pass
+    return [float(sum(arm_prompts(plan, arm) * arm.max_new_tokens for arm in run)) for run in runs]
 
 
 def start_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:

@@ -103,6 +103,26 @@ def test_a_rehearsal_prices_each_engine_run_as_its_start_so_the_vllm_engines_sha
     assert start_weights(plan, units, []) == [1.0] * len(units)
 
 
+def test_reproduce_places_the_gpu_plan_as_plan_cost_arranges_its_split_loads(repo_root: Path) -> None:
+    """`reproduce --lanes` and `plan cost --lanes` price the same units the same way (each unit's
+    own start included), so on an H200 the lanes the study runs are the lanes its cost printed."""
+    from capsule.authoring.devices import device_table
+    from capsule.authoring.lane_plan import arrange
+    from capsule.authoring.pricing import match_host
+    from capsule.authoring.response_lengths import length_models
+    from capsule.authoring.sizing import estimate_plan
+
+    plan = load_plan(repo_root / "prereg" / "agents-a1-4b-v3")
+    device = match_host(device_table(), ["NVIDIA H200"])
+    assert device is not None
+    estimate = estimate_plan(plan, device_table(), device, length_models())
+    assert estimate.units == tuple(tuple(arm.name for arm in unit) for unit in lane_units(plan.arms))
+    for count in (2, 3):
+        printed = arrange(estimate, count, split_loads=True)
+        lanes = assign_lanes(plan, LaneOptions(count), gpu_names=["NVIDIA H200"])
+        assert sorted(lane.arms for lane in lanes) == sorted(lane.arms for lane in printed.lanes), count
+
+
 def test_gpus_give_each_lane_its_own_device(repo_root: Path) -> None:
     plan = load_plan(repo_root / SMOKE)
     even = lambda _p, r, _g: [1.0] * len(r)  # noqa: E731
