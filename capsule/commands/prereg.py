@@ -111,7 +111,7 @@ def verify(ledger_path: Path, anchor: str | None) -> None:
 def confirm_redaction_command(original: Path, seq: int, ledger_path: Path) -> None:
     """Confirm redact entry SEQ from the ORIGINAL (pre-redaction) bytes and the file as it is now."""
     ledger = verify_ledger(ledger_path)
-    entry = next((e for e in ledger.entries if e.seq == seq), None)
+    entry = ledger.at_seq(seq)
     if not isinstance(entry, RedactEntry):
         raise BadInputError(f"{ledger_path}: seq {seq} is not a redact entry")
     current = (ledger.root / entry.path).read_bytes()

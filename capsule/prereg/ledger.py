@@ -139,6 +139,10 @@ class Ledger:
         """The entry whose hash is `digest` (a run's start head, an import's seal), or None."""
         return next((entry for entry in self.entries if entry.hash == digest), None)
 
+    def at_seq(self, seq: int) -> Entry | None:
+        """The entry numbered `seq` (1-based, as `prereg verify` prints it), or None."""
+        return self.entries[seq - 1] if 1 <= seq <= len(self.entries) else None
+
     def file_records(self, path: str) -> list[FileRecord]:
         """Every seal / amend / redact entry of a repo-relative path, in chain order: each version of
         its bytes the ledger recorded."""

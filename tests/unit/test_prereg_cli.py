@@ -127,6 +127,9 @@ def test_redaction_round_trip(repo: Path) -> None:
     assert confirmed.exit_code == 0 and "confirmed" in confirmed.output
     saved.write_bytes(original.replace(b"wiring", b"wirinG"))
     assert run("confirm-redaction", str(saved), "--seq", str(entry.seq)).exit_code == 3
+    for seq in (entry.seq - 1, entry.seq + 1, 0):  # a seal entry, past the end, before the first
+        wrong = run("confirm-redaction", str(saved), "--seq", str(seq))
+        assert wrong.exit_code == 2 and f"seq {seq} is not a redact entry" in wrong.output, wrong.output
     assert require_sealed(Path("prereg/smoke")).kind == "seal"  # the plan itself is untouched
 
 
