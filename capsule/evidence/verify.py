@@ -32,7 +32,19 @@ from capsule.jsonio import parse_json, read_input_bytes
 from capsule.prereg.anchor import anchored_entries, check_anchor
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import ImportEntry
-from capsule.run_dir import BUNDLE, ENVELOPE, MANIFEST, PLAN_COPY, PUBLIC_KEY, RunDir
+from capsule.run_dir import (
+    BUNDLE,
+    ENVELOPE,
+    GENERATIONS,
+    MANIFEST,
+    META_SUFFIX,
+    PLAN_COPY,
+    PUBLIC_KEY,
+    REFUSED_SUFFIX,
+    RunDir,
+)
+
+SIDECAR_SUFFIXES = (META_SUFFIX, REFUSED_SUFFIX)  # an arm's sidecar, or its refusal record
 
 
 @dataclass(frozen=True)
@@ -163,20 +175,40 @@ def _check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]]
             )
 
 
-def _check_manifest_digest(run_dir: Path, bundle: dict[str, Any], listed: list[dict[str, Any]]) -> None:
+def _check_machine(run_dir: Path, bundle: dict[str, Any], listed: list[dict[str, Any]]) -> None:
     """The signed `manifest_digest` must be the digest of the run's manifest.json (its canonical JSON,
     as `capsule.machine.manifest.manifest_digest` computes it): a manifest edited and signed again
-    with the old facts is refused. Its bytes were checked against the bundle already."""
-    if not any(item["path"] == MANIFEST for item in listed):
-        return
-    manifest = parse_json(RunDir(run_dir).manifest.read_bytes(), str(RunDir(run_dir).manifest),
-                          error=VerificationError)
-    digest = sha256_json(manifest)
-    if digest != bundle["manifest_digest"]:
-        raise VerificationError(
-            f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
-            f"{bundle['manifest_digest']} (the manifest was changed after the run recorded it)"
-        )
+    with the old facts is refused. And every arm's sidecar that names the machine its rows were
+    generated on (its `manifest_digest` and each segment's; a resume on another fingerprint is
+    refused when it starts) must name this one: an arm generated on another machine and copied into
+    the run before it was signed is refused. Their bytes were checked against the bundle already."""
+    if any(item["path"] == MANIFEST for item in listed):
+        manifest = parse_json(RunDir(run_dir).manifest.read_bytes(), str(RunDir(run_dir).manifest),
+                              error=VerificationError)
+        digest = sha256_json(manifest)
+        if digest != bundle["manifest_digest"]:
+            raise VerificationError(
+                f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
+                f"{bundle['manifest_digest']} (the manifest was changed after the run recorded it)"
+            )
+    for item in listed:
+        if not item["path"].startswith(f"{GENERATIONS}/") or not item["path"].endswith(SIDECAR_SUFFIXES):
+            continue
+        sidecar = parse_json((run_dir / item["path"]).read_bytes(), item["path"], error=VerificationError)
+        if not isinstance(sidecar, dict):
+            continue
+        segments = sidecar.get("segments")
+        named = [sidecar.get("manifest_digest")] + [
+            segment.get("manifest_digest")
+            for segment in (segments if isinstance(segments, list) else [])
+            if isinstance(segment, dict)
+        ]
+        other = next((d for d in named if d is not None and d != bundle["manifest_digest"]), None)
+        if other is not None:
+            raise VerificationError(
+                f"{item['path']}: generated on machine fingerprint {other}, not this run's "
+                f"{bundle['manifest_digest']} (an arm from another run or machine was put in this run)"
+            )
 
 
 def _load_ledger(ledger_path: Path) -> Ledger:
@@ -335,7 +367,7 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
             f"{PLAN_COPY}: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
         )
     if ledger_path is None:
-        _check_manifest_digest(run_dir, bundle, listed)
+        _check_machine(run_dir, bundle, listed)
         return VerifySummary(
             bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
             bundle["plan"]["path"], None, None, None, None, 0, "trust not checked (no ledger)",
@@ -348,7 +380,7 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
                           bundled_at=recorded[-1] if recorded else None)
     plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     check_anchor(ledger_path, ledger_path.read_bytes(), ledger.hashes(), None)
-    _check_manifest_digest(run_dir, bundle, listed)
+    _check_machine(run_dir, bundle, listed)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),

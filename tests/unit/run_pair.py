@@ -72,11 +72,19 @@ def as_if_run_for_real(run: Path) -> Path:
 
 def set_manifest(run: Path, manifest: dict[str, Any]) -> None:
     """Give `run` another manifest as the run would have recorded it (bundle.json's manifest_digest
-    with it, which `capsule verify` checks); the caller signs it again."""
+    with it, and each arm's sidecar and segment, which `capsule verify` checks); the caller signs it
+    again."""
+    digest = sha256_json(manifest)
     (run / "manifest.json").write_text(json.dumps(manifest))
     bundle = json.loads((run / "bundle.json").read_text())
-    bundle["manifest_digest"] = sha256_json(manifest)
+    bundle["manifest_digest"] = digest
     (run / "bundle.json").write_text(json.dumps(bundle))
+    for meta_path in sorted((run / "generations").glob("*.meta.json")):
+        meta = json.loads(meta_path.read_text())
+        meta["manifest_digest"] = digest
+        for segment in meta["segments"]:
+            segment["manifest_digest"] = digest
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def sign(run: Path, ledger_path: Path | None, key: SigningKey | None = None) -> None:

@@ -7,6 +7,7 @@ import random
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study, manifest_digest_of
@@ -124,6 +125,32 @@ def test_resigned_copy_elsewhere_fails_on_the_bundle_entry(study: Study, tmp_pat
         _verify(study)
     with pytest.raises(VerificationError, match="bundle.dsse.json has sha256 .*; ledger has [0-9a-f]{64}"):
         _verify(study, pubkey=copy / PUBLIC_KEY)
+
+
+@pytest.mark.parametrize("where", ["sidecar", "segment", "none"])
+def test_an_arm_generated_on_another_machine_fails(study: Study, where: str) -> None:
+    """An arm whose sidecar names another machine fingerprint than the run's manifest (copied in from
+    another run before signing) is refused, though its signature and every file's hash hold; a
+    sidecar naming this run's fingerprint throughout verifies."""
+    digest, other = manifest_digest_of(study.run_dir), "f" * 64
+    meta: dict[str, Any] = {"arm": "greedy", "manifest_digest": digest,
+            "segments": [{"manifest_digest": digest}, {"manifest_digest": digest}]}
+    if where == "sidecar":
+        meta["manifest_digest"] = other
+    elif where == "segment":
+        meta["segments"][1]["manifest_digest"] = other
+    (study.run_dir / "generations" / "greedy.meta.json").write_text(json.dumps(meta))
+    make_bundle(
+        study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
+        manifest_digest=digest, ledger_head_at_start=study.head_at_start, key=study.key, ledger=None,
+    )
+    if where == "none":
+        verify_run(study.run_dir, pubkey=study.run_dir / PUBLIC_KEY, ledger_path=None)
+        return
+    with pytest.raises(VerificationError, match=(
+        rf"^generations/greedy.meta.json: generated on machine fingerprint {other}, not this run's {digest}"
+    )):
+        verify_run(study.run_dir, pubkey=study.run_dir / PUBLIC_KEY, ledger_path=None)
 
 
 def test_copied_run_verifies_offline(study: Study, tmp_path: Path) -> None:
