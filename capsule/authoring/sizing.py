@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from capsule.authoring.devices import Device, DeviceTable, arm_throughput
 from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
+from capsule.prereg.backend_specs import cuda_index
 from capsule.prereg.engine_sharing import engine_runs, lane_units
 from capsule.prereg.plan import Arm, Plan
 
@@ -146,10 +147,9 @@ def place_longest_first(weights: list[float], lanes: int) -> list[list[int]]:
 
 def _device_absent(arm: Arm, device: Device, gpu_count: int) -> str:
     """Why an arm pinned to `cuda:K` cannot load on a host with `gpu_count` GPUs; "" when it can."""
-    pinned = str(arm.backend_options.get("device", ""))
-    if device.kind != "gpu" or not pinned.startswith("cuda:") or not pinned[5:].isdigit():
-        return ""
-    if int(pinned[5:]) < gpu_count:
+    pinned = arm.backend_options.get("device")
+    index = cuda_index(pinned)
+    if device.kind != "gpu" or index is None or index < gpu_count:
         return ""
     return (
         f"refused at load: {pinned} is absent on a host with {gpu_count} GPU(s) "

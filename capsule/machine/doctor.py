@@ -44,6 +44,7 @@ from capsule.machine.memory import (
     safetensors_params,
 )
 from capsule.machine.software import installed_version, torch_build
+from capsule.prereg.backend_specs import cuda_index
 from capsule.prereg.engine_sharing import lane_units
 from capsule.prereg.plan import Plan
 from ifeval_scorer.errors import ScorerError
@@ -272,7 +273,9 @@ def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFac
     """`--lanes N` on one device (as `reproduce --lanes N` without --gpus): at worst the N lane units
     (`lane_units`: vLLM/server engine runs, single transformers arms) that hold the most run at
     once, each at its largest arm's footprint (`lane_footprint`),
-    and their sum must fit the GPU's memory (GPU plans) or the free RAM (CPU plans)."""
+    and their sum must fit the GPU's memory (GPU plans) or the free RAM (CPU plans). An arm pinned
+    to another GPU (`device = "cuda:1"`) holds nothing on this one: it runs there, or is refused at
+    load on a host without it."""
     by_arm = {need.arm: need for need in needs}
     on_gpu = any(need.device == "gpu" for need in needs)
     if on_gpu and not host.gpus:
@@ -282,9 +285,11 @@ def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFac
     where = f"one GPU ({_gib(capacity)})" if on_gpu else f"free RAM ({_gib(capacity)})"
     device = "gpu" if on_gpu else "cpu"
     peaks: list[tuple[int, str]] = []  # each engine run's largest footprint, and its arithmetic
+    elsewhere = [arm.name for arm in plan.arms if (cuda_index(arm.backend_options.get("device")) or 0) > 0]
     for run in lane_units(plan.arms):  # the units reproduce --lanes places
         sized = []
-        for need in (by_arm[arm.name] for arm in run if by_arm[arm.name].device == device):
+        for need in (by_arm[arm.name] for arm in run
+                     if by_arm[arm.name].device == device and arm.name not in elsewhere):
             footprint = lane_footprint(need, capacity)
             if footprint is None:
                 report.add(STATUS_NOTE, "lanes", f"{lanes} lanes: {need.arm}'s estimate is incomplete")
@@ -299,6 +304,8 @@ def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFac
     arithmetic = (f"{lanes} lanes on {where}: at worst the {len(largest)} largest engine runs at once need "
                   f"{' + '.join(_gib(size) for size, _why in largest)} = {_gib(total)}")
     parts = "; ".join(why for _size, why in largest)
+    if on_gpu and elsewhere:  # on another GPU, or refused at load where there is none
+        parts += f"; not on this GPU: {', '.join(elsewhere)} (pinned to another device)"
     if total > capacity:
         fix = f"use --lanes {fits[-1]} or fewer" if fits else "not even one lane fits: see the memory lines"
         report.add(STATUS_MISSING, "lanes", f"{arithmetic} > {_gib(capacity)} ({parts}); {fix}")

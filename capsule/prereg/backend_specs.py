@@ -165,6 +165,16 @@ class HFOptions(BackendOptions):
     ] = None
 
 
+def cuda_index(device: object) -> int | None:
+    """The CUDA device an arm's `device` option names ("cuda" is 0, "cuda:K" is K), or None (unset,
+    or not a CUDA device): the one reading of it for the backend's absent-device refusal, the cost
+    estimate and doctor's lane memory."""
+    if not isinstance(device, str) or not device.startswith("cuda"):
+        return None
+    _cuda, _colon, index = device.partition(":")
+    return int(index) if index.isdigit() else 0
+
+
 @dataclass(frozen=True)
 class VLLMEngineOptions(BackendOptions):
     """vLLM engine settings, shared by the offline `vllm` backend and the `server` backend's launched

@@ -240,3 +240,30 @@ def test_cli_a_lane_count_outside_the_plan_is_one_error_line(lanes: str) -> None
         line for line in result.stderr.splitlines() if line
     ]
     assert f"--lanes {lanes}" in result.stderr
+
+
+def test_an_arm_pinned_to_another_gpu_holds_nothing_on_this_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, prompts_path: Path
+) -> None:
+    """v3's `hf-run3a-b16-gpu1` (device cuda:1) runs on the second GPU or is refused at load on a
+    one-GPU host: the lanes' sum on GPU 0 leaves it out and says so."""
+    plan, directory = _pinned_to_fake_weights(KV_FIXED_PLAN, tmp_path, monkeypatch)
+    host = _fake_h200_host(monkeypatch, tmp_path)
+    pinned = [arm.name for arm in plan.arms if arm.backend_options.get("device") == "cuda:1"]
+    assert pinned == ["hf-run3a-b16-gpu1"]
+    report = doctor.run_doctor(plan, host, model_dir=directory, prompts_path=prompts_path,
+                               lanes=len(plan.arms))
+    lanes = next(f for f in report.findings if f.topic == "lanes")
+    counted, _, note = lanes.detail.partition("; not on this GPU: ")
+    assert note.startswith("hf-run3a-b16-gpu1 (pinned to another device)"), lanes.detail
+    assert "hf-run3a-b16-gpu1" not in counted and "hf-run3a-b16 " in counted
+
+
+@pytest.mark.parametrize(
+    ("device", "index"),
+    [(None, None), ("cpu", None), ("cuda", 0), ("cuda:0", 0), ("cuda:1", 1), ("cuda:12", 12)],
+)
+def test_cuda_index_reads_each_form_of_the_device_option(device: str | None, index: int | None) -> None:
+    from capsule.prereg.backend_specs import cuda_index
+
+    assert cuda_index(device) == index

@@ -24,7 +24,7 @@ from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 from capsule.generation.refusals import BackendRefusedError
 from capsule.jsonio import read_json_object
-from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS, HFOptions, Scope
+from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS, HFOptions, Scope, cuda_index
 from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:
@@ -39,10 +39,10 @@ def _is_oom(error: BaseException) -> bool:
 def _absent_device(device: str | None, torch: Any) -> str:
     """Why an arm's explicit `device` ("cuda:1") is not on this host ("" when it is, or none is set):
     a cross-device control's second arm on a one-GPU host is refused, not a crash."""
-    if device is None or not device.startswith("cuda"):
+    index = cuda_index(device)
+    if index is None:
         return ""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = int(device.split(":", 1)[1]) if ":" in device and device.split(":", 1)[1].isdigit() else 0
     if index < count:
         return ""
     return f"device {device} is absent: this host has {count} CUDA device(s)"
