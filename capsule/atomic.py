@@ -65,26 +65,40 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
         ) from None
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes, *, new: str | None = None) -> None:
     """Write `data` to a temporary file beside `path`, fsync it, then rename it over `path`.
     A place that cannot hold the file (a parent that is a file, a directory not writable, the path a
-    directory, a symbolic link or a special file) is a BadInputError naming it, and nothing is written."""
+    directory, a symbolic link or a special file) is a BadInputError naming it, and nothing is written.
+    With `new` (the fix to name), `path` must not exist: the file is linked into place, never over
+    one that appeared meanwhile, and an existing `path` is a BadInputError ending with `new`."""
     fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        if new is None:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails, changing nothing, where path exists
+            except FileExistsError:
+                raise BadInputError(f"{path}: exists; {new}") from None
+            except OSError:  # a file system without hard links: checked, then renamed
+                if os.path.lexists(path):
+                    raise BadInputError(f"{path}: exists; {new}") from None
+                os.replace(tmp, path)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Atomically write UTF-8 text."""
-    write_bytes_atomic(path, text.encode("utf-8"))
+def write_text_atomic(path: Path, text: str, *, new: str | None = None) -> None:
+    """Atomically write UTF-8 text (with `new`, only as a new file: `write_bytes_atomic`)."""
+    write_bytes_atomic(path, text.encode("utf-8"), new=new)
 
 
 def write_json_atomic(path: Path, value: Any) -> None:

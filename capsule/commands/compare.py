@@ -48,10 +48,9 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
 
     if out is not None and update is not None:
         raise BadInputError("--out and --update: give one (--out writes a new file, --update rewrites one)")
-    if out is not None and out.exists():
-        raise BadInputError(
-            f"{out}: exists; rewrite its comparison with --update {out}, or choose a new path"
-        )
+    keep = f"rewrite its comparison with --update {out}, or choose a new path"
+    if out is not None and out.exists():  # refused before the comparison's work; the write checks again
+        raise BadInputError(f"{out}: exists; {keep}")
     if update is not None:
         count, changed = update_comparison_file(update, run_a, run_b, comparison_renderer(ledger_path))
         click.echo(f"{update}: {count} comparison region(s) {'rewritten' if changed else 'already current'}")
@@ -61,7 +60,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
         click.echo(f"{label}: {result['runs'][label]['verified']}", err=True)
     if out is not None:
         document = named(result, (_relative(run_a, out), _relative(run_b, out)))
-        write_text_atomic(out, marked_comparison("comparison", document) + "\n")
+        write_text_atomic(out, marked_comparison("comparison", document) + "\n", new=keep)
         click.echo(f"comparison: {out} (check it with `capsule check-numbers {out}`)", err=True)
     elif as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))

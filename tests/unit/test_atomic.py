@@ -42,6 +42,23 @@ def test_interrupted_write_keeps_old_content_and_leaves_no_partial(
     assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
 
 
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_a_new_file_is_written_once_and_never_over_one_that_appeared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    """`new=`: the file is created whole; one that exists by the time it would land (written by
+    someone else since the caller looked) is kept, the error names the fix, and no temporary is left."""
+    if not hard_links:  # a file system without hard links: checked, then renamed
+        monkeypatch.setattr(atomic.os, "link", lambda *_a: (_ for _ in ()).throw(PermissionError(1, "no")))
+    target = tmp_path / "COMPARISON.md"
+    write_bytes_atomic(target, b"first", new="choose a new path")
+    assert target.read_bytes() == b"first"
+    with pytest.raises(BadInputError, match=r"COMPARISON.md: exists; choose a new path$"):
+        write_bytes_atomic(target, b"second", new="choose a new path")
+    assert target.read_bytes() == b"first"
+    assert [p.name for p in tmp_path.iterdir()] == ["COMPARISON.md"]
+
+
 def test_interrupted_copy_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = tmp_path / "src"
     source.write_bytes(os.urandom(4096))
