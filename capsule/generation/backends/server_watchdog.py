@@ -11,6 +11,9 @@ session. Three ways it ends, each leaving nothing behind in the group:
   re-parented), SIGTERMs the group, waits `GRACE_S`, then SIGKILLs the group, itself with it, so
   neither the server nor its engine core and workers (VLLM::EngineCore, VLLM::Worker) outlive it.
 
+And where the watchdog itself is killed, Linux SIGTERMs the server (`PR_SET_PDEATHSIG`, set in the
+child before it runs the command), which stops its engine as a stop by the capsule would.
+
 Standard library only: it runs before anything else is imported in a fresh interpreter.
 """
 
@@ -21,9 +24,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 POLL_S = 0.2  # how often the watchdog checks that the capsule is still its parent
 GRACE_S = 10.0  # SIGTERM to SIGKILL, as server_launch.STOP_GRACE_S gives a server the capsule stops
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 def watchdog_command(parent_pid: int, command: list[str]) -> list[str]:
@@ -43,6 +48,22 @@ def _stop_group(child: subprocess.Popen[bytes]) -> None:
     os.killpg(group, signal.SIGKILL)
 
 
+def _dies_with(watchdog_pid: int) -> Callable[[], None]:
+    """What the child runs before the command (Linux only): SIGTERM it when the watchdog dies, and
+    end it at once if the watchdog already has (it would be re-parented before prctl took hold)."""
+
+    def arrange() -> None:
+        if sys.platform != "linux":
+            return
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != watchdog_pid:
+            os._exit(1)
+
+    return arrange
+
+
 def watch(parent_pid: int, command: list[str]) -> int:
     """Run `command` and watch `parent_pid`; the child's exit code (see the module doc)."""
     stopping = False
@@ -53,7 +74,7 @@ def watch(parent_pid: int, command: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
-    child = subprocess.Popen(command)
+    child = subprocess.Popen(command, preexec_fn=_dies_with(os.getpid()))  # safe: one thread here
     while True:
         code = child.poll()
         if code is not None:
