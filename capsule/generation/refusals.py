@@ -5,7 +5,7 @@ settings" once, in `capsule.prereg.backend_specs` (`BackendSpec.refusals`: an ex
 name and a pattern). `refusal_of` matches an error raised while a backend loads against them,
 narrowly: the class name must match and the pattern must be found in its message, anywhere in the
 exception's chain (`__cause__`, `__context__`), or, for refusals marked `log`, in the start-up log
-the engine's child process wrote (an exception carries it as `startup_log`). Anything else is a
+the engine's child process wrote (`attach_startup_log` gives it to the error). Anything else is a
 failure: the run stops with one `Error:` line naming the arm, and everything written stays.
 """
 
@@ -36,6 +36,21 @@ class Refused:
 
     refusal: Refusal
     message: str
+
+
+_STARTUP_LOG = "startup_log"  # the attribute an error carries its engine's start-up log in
+
+
+def attach_startup_log(error: BaseException, text: str) -> None:
+    """Give `error` (vLLM's, or ours) the start-up log its engine wrote, where `refusal_of` looks
+    for a declared refusal (an attribute, since the exception classes are not all ours)."""
+    setattr(error, _STARTUP_LOG, text)
+
+
+def startup_log_of(error: BaseException) -> str:
+    """The start-up log attached to `error`, or "" when none was."""
+    log = getattr(error, _STARTUP_LOG, "")
+    return log if isinstance(log, str) else ""
 
 
 def _chain(error: BaseException) -> list[BaseException]:
@@ -77,8 +92,8 @@ def refusal_of(backend: str, error: BaseException) -> Refused | None:
                     return Refused(refusal, _line_with(text, match))
         if refusal.log:
             for exc in chain:
-                log = getattr(exc, "startup_log", "")
-                message = _in_log(refusal, log) if isinstance(log, str) and log else None
+                log = startup_log_of(exc)
+                message = _in_log(refusal, log) if log else None
                 if message:
                     return Refused(refusal, message)
     return None

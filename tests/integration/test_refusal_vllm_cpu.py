@@ -11,7 +11,7 @@ import pytest
 
 from capsule.artifacts.embedded_model import model_cache_dir
 from capsule.generation.backends import load_backend
-from capsule.generation.refusals import BackendRefusedError, refusal_of
+from capsule.generation.refusals import BackendRefusedError, refusal_of, startup_log_of
 from capsule.prereg.loader import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,6 +34,6 @@ def test_a_start_up_failure_in_the_engine_process_reaches_the_caller_in_its_log(
     with pytest.raises(Exception) as failed:
         load_backend("vllm", model, greedy, plan.model.loader)
     assert not isinstance(failed.value, BackendRefusedError)
-    log = getattr(failed.value, "startup_log", "")
+    log = startup_log_of(failed.value)
     assert "ValueError: Available memory on node" in log, log[-2000:]
     assert refusal_of("vllm", failed.value) is None

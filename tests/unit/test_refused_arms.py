@@ -18,7 +18,7 @@ from fake_plan import PLAN_DIR, PLAN_NAME, fake_arm, fake_verdict, write_and_sea
 from capsule.cli import cli
 from capsule.errors import CapsuleError
 from capsule.generation.backends.startup_log import StderrTee
-from capsule.generation.refusals import BackendRefusedError, refusal_of
+from capsule.generation.refusals import BackendRefusedError, attach_startup_log, refusal_of
 from capsule.run_dir import RunDir
 
 
@@ -143,15 +143,15 @@ def test_refusal_patterns_are_narrow() -> None:
     assert refusal_of("hf", gdn) is None  # declared per backend
     # the engine process's error reaches the caller only in its start-up log
     startup = RuntimeError("Engine core initialization failed. See root cause above.")
-    startup.startup_log = (  # type: ignore[attr-defined]
+    attach_startup_log(startup, (
         "(EngineCore pid=1) ERROR [core.py:1512] EngineCore failed to start.\n"
         "(EngineCore pid=1) ERROR [core.py:1512] RuntimeError: VLLM batch_invariant mode is not "
         "supported for GDN_ATTN.\n"
-    )
+    ))
     found = refusal_of("vllm", startup)
     assert found is not None and found.message == "VLLM batch_invariant mode is not supported for GDN_ATTN."
     crashed = RuntimeError("Engine core initialization failed. See root cause above.")
-    crashed.startup_log = "ValueError: Available memory on node 0 is less than desired"  # type: ignore[attr-defined]
+    attach_startup_log(crashed, "ValueError: Available memory on node 0 is less than desired")
     assert refusal_of("vllm", crashed) is None
     own = BackendRefusedError("a", "vllm", "vLLM-CPU cannot run VLLM_BATCH_INVARIANT=1: Triton")
     assert refusal_of("vllm", own) is not None

@@ -33,6 +33,7 @@ from capsule.atomic import write_json_atomic
 from capsule.errors import UnavailableError
 from capsule.generation.backends.server_watchdog import watchdog_command
 from capsule.generation.backends.startup_log import KEEP
+from capsule.generation.refusals import attach_startup_log
 from capsule.run_dir import SERVER_PID_SUFFIX, RunDir
 
 LAUNCH_MODULE = "vllm.entrypoints.openai.api_server"
@@ -277,7 +278,7 @@ def wait_healthy(server: LaunchedServer, client: Any, timeout_s: float) -> float
             )
             log = server.run.server_log(server.name)  # where a refusal of the arm's settings is read
             text = log.read_text(encoding="utf-8", errors="replace")[-KEEP:] if log.exists() else ""
-            error.startup_log = text  # type: ignore[attr-defined]
+            attach_startup_log(error, text)
             raise error
         try:
             if client.get(url, timeout=2.0).status_code == 200:

@@ -17,6 +17,8 @@ import threading
 import time
 from types import TracebackType
 
+from capsule.generation.refusals import attach_startup_log
+
 KEEP = 256 * 1024  # bytes of start-up output kept (the error is at the end)
 _QUIET_S, _WAIT_S = 0.3, 5.0  # after a failure: wait until the pipe is quiet this long, at most this
 
@@ -72,7 +74,7 @@ class StderrTee:
             deadline = time.monotonic() + _WAIT_S
             while time.monotonic() < deadline and time.monotonic() - self._last < _QUIET_S:
                 time.sleep(0.05)
-            error.startup_log = self.text()  # type: ignore[attr-defined]
+            attach_startup_log(error, self.text())
 
     def text(self) -> str:
         """What was kept, decoded (undecodable bytes replaced)."""
