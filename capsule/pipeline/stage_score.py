@@ -111,7 +111,7 @@ def stability_scores(
             path.unlink(missing_ok=True)
             append_jsonl_durable(path, [{"run": i, "rows": rows} for i, rows in enumerate(runs)])
             runs_on_disk = read_jsonl_complete(path)
-        stored[control.name] = [entry["rows"] for entry in runs_on_disk]
+        stored[control.name] = [stored_run["rows"] for stored_run in runs_on_disk]
     return stored
 
 

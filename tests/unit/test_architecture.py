@@ -1,5 +1,6 @@
 """The package map in capsule/README.md, enforced: imports point only down the layers, with no cycles,
-and commands stay thin (they never open a run directory themselves).
+and commands stay thin (they never open a run directory themselves), and analyses and ledger
+entries are read as dicts only where JSON becomes their types.
 
 Every import of a project module is read from the source (module level and inside functions alike;
 `if TYPE_CHECKING:` blocks too, since a type can pull a layer up as well as a call can).
@@ -215,6 +216,38 @@ def test_commands_do_not_open_run_directories() -> None:
     assert not offending, f"workflow in commands/, move it into capsule/pipeline/: {offending}"
 
 
+#: Records that travel typed once read: who alone may read them as dicts (issue 29's "done when").
+TYPED_RECORDS = {
+    "analysis": ("capsule/analysis/codec.py",),  # analysis.json: `Analysis` after the codec
+    "entry": ("capsule/prereg/ledger.py", "capsule/prereg/chain.py", "capsule/prereg/ledger_entries.py"),
+}
+
+
+def dict_reads(source: str, name: str) -> list[int]:
+    """The lines where a variable called `name` is read as a dict: `name.get(...)` or `name[...]`."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+            lines.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and isinstance(node.func.value, ast.Name) and node.func.value.id == name):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_RECORDS))
+def test_typed_records_are_not_read_as_dicts(name: str) -> None:
+    """An analysis is an `Analysis` and a ledger entry a frozen entry type everywhere but in the one
+    module that turns JSON into them: no `analysis.get(...)`, no `entry["kind"]` elsewhere."""
+    offending = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "capsule").rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in TYPED_RECORDS[name]
+        and (lines := dict_reads(path.read_text(encoding="utf-8"), name))
+    }
+    assert not offending, f"{name} read as a dict outside {TYPED_RECORDS[name]}: {offending}"
+
+
 def test_the_checks_can_fail() -> None:
     assert run_directory_work("from capsule.pipeline.opening import open_run_dir") == [
         "capsule.pipeline.opening.open_run_dir"
@@ -225,6 +258,8 @@ def test_the_checks_can_fail() -> None:
     assert run_directory_work("import capsule.generation.arm_runner") == ["capsule.generation.arm_runner"]
     assert run_directory_work("from capsule.run_dir import RESULTS_ROOT") == []
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    source = "x = analysis.get('headline', {})\ny = entry['kind']\nz = analysis.headline"
+    assert dict_reads(source, "analysis") == [1] and dict_reads(source, "entry") == [2]
     assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
     assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 6
     assert statistics_imports({"capsule.analysis.paired", "numpy.random", "capsule.analysis.codec"}) == {
