@@ -2,11 +2,11 @@
 
 Clones this checkout into a temporary folder (as CI does), then times, one after the other,
 `make setup` (the install), `make fetch` (prompts and the embedded model), the fast tier
-(`make test-fast`, which must stay under 2 minutes) and the slow tier (the real-model tests, the rest
-of `make test`), and prints the breakdown: phase times, seconds per slow test file, the slowest tests,
-the CPU with the ISA flags its kernels dispatch on (`capsule.machine.host.probe_cpu`, as a manifest
-records it) and the load average before and after (a shared machine slows every figure).
-`--keep` leaves the clone for a second look.
+(`make test-fast`, which must stay under 2 minutes) and the slow tier (`make test-slow`: the
+real-model tests, the rest of `make test`), and prints the breakdown: phase times, seconds per
+slow test file, the slowest tests, the CPU with the ISA flags its kernels dispatch on
+(`capsule.machine.host.probe_cpu`, as a manifest records it) and the load average before and after
+(a shared machine slows every figure). `--keep` leaves the clone for a second look.
 
     python3 benchmarks/suite_time.py --durations 15
 """
@@ -74,8 +74,10 @@ def per_file(rows: list[tuple[float, str, str]]) -> dict[str, float]:
 
 
 def summary(output: str) -> str:
-    """pytest's last line (counts of passed, skipped, ...)."""
-    return next((line for line in reversed(output.splitlines()) if " passed" in line), "?").strip("= ")
+    """pytest's summary line of each invocation (counts of passed, skipped, ...): the slow tier is
+    two (`make test-slow`: the tests marked `starts`, then the others)."""
+    lines = [line.strip("= ") for line in output.splitlines() if re.search(r"\d+ passed.* in [\d.]+s", line)]
+    return "; ".join(lines) or "?"
 
 
 def main() -> None:
