@@ -42,7 +42,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
     """
     from capsule.atomic import write_text_atomic
     from capsule.errors import BadInputError
-    from capsule.evidence.compare import compare_runs, comparison_renderer, named
+    from capsule.evidence.compare import compare_runs, comparison_renderer
     from capsule.report.comparison import marked_comparison, render_comparison
     from capsule.report.numbers import update_comparison_file
 
@@ -57,12 +57,12 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
         return
     result = compare_runs(run_a, run_b, ledger_path=ledger_path)
     for label in ("A", "B"):
-        click.echo(f"{label}: {result['runs'][label]['verified']}", err=True)
+        click.echo(f"{label}: {result.runs[label].verified}", err=True)
     if out is not None:
-        document = named(result, (_relative(run_a, out), _relative(run_b, out)))
+        document = result.named((_relative(run_a, out), _relative(run_b, out)))
         write_text_atomic(out, marked_comparison("comparison", document) + "\n", new=keep)
         click.echo(f"comparison: {out} (check it with `capsule check-numbers {out}`)", err=True)
     elif as_json:
-        click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
+        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:
         click.echo(render_comparison(result), nl=False)

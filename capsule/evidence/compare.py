@@ -13,12 +13,18 @@ fails verification raises VerificationError (exit 3).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from capsule.analysis.codec import read_analysis
-from capsule.analysis.compare import LABELS, claim_verdicts, compare_arms, comparison_verdicts
+from capsule.analysis.compare import (
+    LABELS,
+    RunComparison,
+    RunSide,
+    claim_verdicts,
+    compare_arms,
+    comparison_verdicts,
+)
 from capsule.errors import BadInputError
 from capsule.evidence.finished import check_complete, read_bundle
 from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
@@ -27,20 +33,6 @@ from capsule.machine.diff import NUMERICS, diff_manifests
 from capsule.prereg.ledger import Ledger
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.run_dir import RunDir
-
-
-@dataclass(frozen=True)
-class RunSide:
-    """One run as compared: where it is and what verified."""
-
-    path: str
-    run_id: str
-    verified: str  # the verifier's one-line summary (names the ledger's length: printed, not quoted)
-    in_ledger: bool  # checked against this repository's ledger (else signature and digests only)
-    n_files: int  # files whose size and sha256 matched the signed bundle
-    total_bytes: int
-    fingerprint: str  # the signing key's sha256 fingerprint
-    ledger_seq: int | None  # the ledger entry recording the run (bundle or import); None: not in it
 
 
 def run_in_ledger(ledger_path: Path, run_id: str) -> bool:
@@ -85,46 +77,35 @@ def _manifest(run: RunDir) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> dict[str, Any]:
-    """Compare two complete, verified runs of one plan; see the module doc. Returns a JSON-ready dict."""
+def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> RunComparison:
+    """Compare two complete, verified runs of one plan; see the module doc."""
     arm_names = check_complete(run_a)
     check_complete(run_b)
     check_same_plan(run_a, run_b)  # a plain refusal (exit 2) before either is verified
     summaries = [verify_side(path, ledger_path) for path in (run_a, run_b)]
     dirs = (RunDir(run_a), RunDir(run_b))
     analysis_a, analysis_b = (read_analysis(run.analysis) for run in dirs)
-    sides = [
-        RunSide(
+    sides = {
+        label: RunSide(
             str(path), summary.run_id, summary.line(), summary.ledger_path is not None, summary.n_files,
             summary.total_bytes, summary.fingerprint,
             summary.bundle_seq if summary.ledger_path is not None else None,
         )
-        for path, summary in zip((run_a, run_b), summaries, strict=True)
-    ]
-    diff = diff_manifests(_manifest(dirs[0]), _manifest(dirs[1]))
-    return {
-        "schema": "capsule.compare/1",
-        "plan": read_bundle(run_a).get("plan"),
-        "runs": {label: asdict(side) for label, side in zip(LABELS, sides, strict=True)},
-        "claim": claim_verdicts(analysis_a, analysis_b),
-        "comparisons": comparison_verdicts(analysis_a, analysis_b),
-        "arms": compare_arms(analysis_a, arm_names, *dirs),
-        "candidate_causes": [asdict(d) for d in diff.in_category(NUMERICS)],
+        for label, path, summary in zip(LABELS, (run_a, run_b), summaries, strict=True)
     }
-
-
-def named(comparison: dict[str, Any], names: tuple[str, str]) -> dict[str, Any]:
-    """`comparison` with its runs' paths replaced by `names` (as a marker or a user wrote them)."""
-    runs = {
-        label: {**comparison["runs"][label], "path": name}
-        for label, name in zip(LABELS, names, strict=True)
-    }
-    return {**comparison, "runs": runs}
+    plan = read_bundle(run_a).get("plan")
+    return RunComparison(
+        plan if isinstance(plan, dict) else None,
+        sides,
+        claim_verdicts(analysis_a, analysis_b),
+        comparison_verdicts(analysis_a, analysis_b),
+        compare_arms(analysis_a, arm_names, *dirs),
+        tuple(diff_manifests(_manifest(dirs[0]), _manifest(dirs[1])).in_category(NUMERICS)),
+    )
 
 
 def comparison_renderer(ledger_path: Path) -> Callable[[str, Path, Path, tuple[str, str]], str]:
     """A `capsule.report.numbers.ComparisonRenderer` that verifies both runs against `ledger_path`."""
     def render(block: str, run_a: Path, run_b: Path, names: tuple[str, str]) -> str:
-        comparison = named(compare_runs(run_a, run_b, ledger_path=ledger_path), names)
-        return COMPARISON_BLOCKS[block](comparison)
+        return COMPARISON_BLOCKS[block](compare_runs(run_a, run_b, ledger_path=ledger_path).named(names))
     return render

@@ -220,6 +220,7 @@ def test_commands_do_not_open_run_directories() -> None:
 TYPED_RECORDS = {
     "analysis": ("capsule/analysis/codec.py",),  # analysis.json: `Analysis` after the codec
     "entry": ("capsule/prereg/ledger.py", "capsule/prereg/chain.py", "capsule/prereg/ledger_entries.py"),
+    "comparison": ("capsule/analysis/compare.py",),  # `capsule compare`'s `RunComparison`
 }
 
 
@@ -237,8 +238,9 @@ def dict_reads(source: str, name: str) -> list[int]:
 
 @pytest.mark.parametrize("name", sorted(TYPED_RECORDS))
 def test_typed_records_are_not_read_as_dicts(name: str) -> None:
-    """An analysis is an `Analysis` and a ledger entry a frozen entry type everywhere but in the one
-    module that turns JSON into them: no `analysis.get(...)`, no `entry["kind"]` elsewhere."""
+    """An analysis is an `Analysis`, a ledger entry a frozen entry type and a comparison of two runs a
+    `RunComparison` everywhere but in the one module that turns them into JSON or JSON into them: no
+    `analysis.get(...)`, no `entry["kind"]`, no `comparison["arms"]` elsewhere."""
     offending = {
         str(path.relative_to(ROOT)): lines
         for path in sorted((ROOT / "capsule").rglob("*.py"))
