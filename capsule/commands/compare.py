@@ -4,17 +4,11 @@ sealed plan, arm by arm; printed, or written as a committed comparison that chec
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
 
 from capsule.commands.options import ledger_option
-
-
-def _relative(run: Path, out: Path) -> str:
-    """`run` as a path relative to the directory of `out` (what a marker's run= and against= say)."""
-    return Path(os.path.relpath(run.resolve(), out.resolve().parent)).as_posix()
 
 
 @click.command()
@@ -40,17 +34,15 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
     differences that can change numerics. Exit 2 for different plans or an incomplete run, 3 when a
     run fails verification.
     """
-    from capsule.atomic import write_text_atomic
     from capsule.errors import BadInputError
     from capsule.evidence.compare import compare_runs, comparison_renderer
-    from capsule.report.comparison import marked_comparison, render_comparison
+    from capsule.report.comparison import refuse_existing, render_comparison, write_comparison_file
     from capsule.report.numbers import update_comparison_file
 
     if out is not None and update is not None:
         raise BadInputError("--out and --update: give one (--out writes a new file, --update rewrites one)")
-    keep = f"rewrite its comparison with --update {out}, or choose a new path"
-    if out is not None and out.exists():  # refused before the comparison's work; the write checks again
-        raise BadInputError(f"{out}: exists; {keep}")
+    if out is not None:
+        refuse_existing(out)
     if update is not None:
         count, changed = update_comparison_file(update, run_a, run_b, comparison_renderer(ledger_path))
         click.echo(f"{update}: {count} comparison region(s) {'rewritten' if changed else 'already current'}")
@@ -59,8 +51,7 @@ def compare(run_a: Path, run_b: Path, as_json: bool, ledger_path: Path, out: Pat
     for label in ("A", "B"):
         click.echo(f"{label}: {result.runs[label].verified}", err=True)
     if out is not None:
-        document = result.named((_relative(run_a, out), _relative(run_b, out)))
-        write_text_atomic(out, marked_comparison("comparison", document) + "\n", new=keep)
+        write_comparison_file(out, result, (run_a, run_b))
         click.echo(f"comparison: {out} (check it with `capsule check-numbers {out}`)", err=True)
     elif as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True, ensure_ascii=False))

@@ -4,17 +4,23 @@ Every number goes through `capsule.report.formatting`, as in RESULTS.md. One tab
 (identical responses, first divergence, pass/fail changes on the claim's metric, the claim metric's
 difference A - B with its interval and McNemar p), one table of every metric's difference per arm,
 the verdicts side by side, and the manifests' numerics-relevant differences as candidate causes.
+A committed comparison file is written new (`write_comparison_file`); `capsule.report.numbers`
+rewrites its regions (`--update`) and checks them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from capsule.analysis.compare import RunComparison, RunSide
 from capsule.analysis.control_schema import Identity
 from capsule.analysis.paired_schema import Paired
+from capsule.atomic import write_text_atomic
+from capsule.errors import BadInputError
 from capsule.report.formatting import DASH, METRIC_LABELS, fmt_count, fmt_num, fmt_p, fmt_pct
 
 
@@ -197,3 +203,23 @@ def marked_comparison(block: str, comparison: RunComparison) -> str:
         COMPARISON_BLOCKS[block](comparison),
         "<!-- /capsule:numbers -->",
     ])
+
+
+def _keep(out: Path) -> str:
+    return f"rewrite its comparison with --update {out}, or choose a new path"
+
+
+def refuse_existing(out: Path) -> None:
+    """BadInputError when `out` exists: a comparison file is written new, never over another file
+    (checked before the comparison's work; `write_comparison_file` checks again as it writes)."""
+    if os.path.lexists(out):
+        raise BadInputError(f"{out}: exists; {_keep(out)}")
+
+
+def write_comparison_file(out: Path, comparison: RunComparison, runs: tuple[Path, Path]) -> None:
+    """Write the new Markdown file `out`: the whole comparison between its markers, its runs named
+    relative to the file's directory (what the markers' run= and against= say), so `capsule
+    check-numbers out` keeps it true. Refuses an `out` that exists, even one that appeared meanwhile."""
+    names = tuple(Path(os.path.relpath(run.resolve(), out.resolve().parent)).as_posix() for run in runs)
+    document = comparison.named((names[0], names[1]))
+    write_text_atomic(out, marked_comparison("comparison", document) + "\n", new=_keep(out))
