@@ -118,4 +118,4 @@ def reproduce(
             f"(capsule.evidence.verify.verify_run with ledger_path=None); `capsule verify` refuses it"
         )
         return
-    click.echo(f"verify: capsule verify {result.run_dir}")
+    click.echo(f"verify: {result.verify_command}")

@@ -43,7 +43,7 @@ from capsule.pipeline.rehearsal import (
 from capsule.prereg.ledger import Ledger, check_sealed
 from capsule.prereg.loader import plan_file, read_plan
 from capsule.prereg.plan import Plan
-from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT
+from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT, RunDir
 
 if TYPE_CHECKING:
     from capsule.analysis.schema import Headline
@@ -91,6 +91,7 @@ class ReproduceResult:
     headline: Headline
     failed_controls: list[str]
     bundle_fingerprint: str
+    verify_command: str  # what checks it: with --key where the plan does not trust the signing key
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,18 @@ def _relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def verify_command(run: RunDir, ledger: Ledger, plan_path: str, fingerprint: str, plan_bytes: bytes) -> str:
+    """The command that verifies a run just signed: plain where its plan trusts the signing key, else
+    pinned to the key the run carries (`--key`), since `capsule verify` refuses an untrusted key
+    (an ephemeral one, on a first `make reproduce`) whatever the signature says."""
+    from capsule.evidence.trust import untrusted_warning
+
+    command = f"capsule verify {run.path}"
+    if untrusted_warning(ledger, plan_path, fingerprint, plan_bytes):
+        command += f" --key {run.public_key}  # the plan does not trust this key: see the warning above"
+    return command
 
 
 def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
@@ -232,10 +245,12 @@ def _run_opened(
         else f"{'rehearsal' if options.rehearse else 'dry run'}: not appended to the ledger"
     )
     say(f"signed bundle: {bundle.n_files} files, key {bundle.fingerprint}; {chained}")
+    verify = verify_command(run.dir, ledger, run.record["plan_path"], bundle.fingerprint, sealed.data)
     return ReproduceResult(
         run.path,
         run.run_id,
         analysis.headline,
         analysis.failed_controls,
         bundle.fingerprint,
+        verify,
     )
