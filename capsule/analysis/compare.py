@@ -42,6 +42,7 @@ class RunSide:
     total_bytes: int
     fingerprint: str  # the signing key's sha256 fingerprint
     ledger_seq: int | None  # the ledger entry recording the run (bundle or import); None: not in it
+    trusted_by: str = ""  # how its signature is trusted: by the plan, a signers entry, or only --key
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""`capsule check-numbers FILE... [--run RUN_DIR]`: quoted regions must match the run that made them,
-number for number and word for word."""
+"""`capsule check-numbers FILE... [--run RUN_DIR] [--ledger L] [--key PEM]...`: quoted regions must
+match the run that made them, number for number and word for word."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from capsule.commands.options import ledger_option
+from capsule.commands.options import ledger_option, pinned_keys_option
 from capsule.errors import VerificationError
 from capsule.report.numbers import check_files
 
@@ -22,8 +22,13 @@ from capsule.report.numbers import check_files
     help="Check every one-run region against this run (default: each marker's own run=, relative to "
     "its file).",
 )
-@ledger_option("The ledger a comparison region's two runs are verified against (where it records them).")
-def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Path) -> None:
+@ledger_option("The ledger every signed run is verified against (it must exist).")
+@pinned_keys_option(
+    "Pin a signer's public key PEM (repeatable): the runs it signed are accepted even if their plan does "
+    "not trust it, as `verify --key`.",
+)
+def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Path,
+                  keys: tuple[Path, ...]) -> None:
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare it whole:
     numbers and verdicts one by one, then every word; any drift exits 3 with the line, what was found
     and what the run gives. A region with against=RUN quotes `capsule compare` of its two runs, which
@@ -31,8 +36,8 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Pa
     and signer trusted by this ledger's rules, as `capsule verify` and `capsule compare` check)."""
     from capsule.evidence.compare import comparison_renderer, verify_side
 
-    result = check_files(list(files), run_dir, comparison_renderer(ledger_path),
-                         verify=lambda run: verify_side(run, ledger_path))
+    result = check_files(list(files), run_dir, comparison_renderer(ledger_path, keys),
+                         verify=lambda run: verify_side(run, ledger_path, keys))
     for drift in result.drifts:
         click.echo(str(drift))
     if result.drifts:

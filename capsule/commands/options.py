@@ -60,6 +60,18 @@ def ledger_option(
     )
 
 
+def pinned_keys_option(help: str) -> Decorator:
+    """`--key PEM`, repeatable (parameter `keys`): public keys pinned on the command line, each
+    accepted for the run it signed whether or not the run's plan trusts it (as `verify --key`)."""
+    return click.option(
+        "--key",
+        "keys",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=help,
+    )
+
+
 def plan_option(help: str, *, embedded_default: bool = False) -> Decorator:
     """`--plan DIR` (a plan directory or its plan.toml), parameter `plan_path`; with
     `embedded_default` it defaults to the embedded default plan, else to none."""

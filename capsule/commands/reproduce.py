@@ -119,3 +119,10 @@ def reproduce(
         )
         return
     click.echo(f"verify: {result.verify_command}")
+    reference = result.reference
+    if reference is not None:
+        click.echo(f"reference: {reference.reference} (the committed run of this plan); this run against it:")
+        for line in reference.lines:
+            click.echo(f"  {line}")
+        if reference.file is not None:
+            click.echo(f"comparison: {reference.file} (check it with `{reference.check_command}`)")

@@ -12,7 +12,7 @@ fails verification raises VerificationError (exit 3).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,9 @@ from capsule.analysis.compare import (
     compare_arms,
     comparison_verdicts,
 )
-from capsule.errors import BadInputError
+from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.finished import check_complete, read_bundle
+from capsule.evidence.signing import fingerprint_of, read_public_key
 from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
 from capsule.jsonio import read_json
 from capsule.machine.diff import NUMERICS, diff_manifests
@@ -35,23 +36,49 @@ from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.run_dir import RunDir
 
 
+def require_ledger(ledger_path: Path) -> None:
+    """A checker that verifies runs needs the ledger it names: a missing file is never "no ledger"
+    (which would let an untrusted run through as signature and digests only): BadInputError, exit 2."""
+    if not ledger_path.is_file():
+        raise BadInputError(
+            f"ledger {ledger_path} not found: runs are verified against a ledger; run from the "
+            "repository root (prereg/ledger.jsonl) or pass --ledger PATH"
+        )
+
+
 def run_in_ledger(ledger_path: Path, run_id: str) -> bool:
     """Whether this repository's ledger records the run (a local `bundle` or an `import` entry)."""
-    if not ledger_path.is_file():
-        return False
+    require_ledger(ledger_path)
     return Ledger.load(ledger_path).records_run(run_id)
 
 
-def verify_side(run_dir: Path, ledger_path: Path) -> VerifySummary:
-    """The one place `compare` (and `check-numbers`) verifies a run: signature and every digest, the
-    ledger entry when this repository's ledger records the run, and otherwise the same trust rule
-    against that ledger when there is one (VerificationError, exit 3, on any failure)."""
+def pinned_key_for(run_dir: Path, keys: Sequence[Path]) -> Path | None:
+    """The key among `keys` (public key PEMs given with `--key`) whose fingerprint is the one the run's
+    bundle names as its signer, or None: each side of a comparison is pinned by its own key."""
+    signer = read_bundle(run_dir).get("key")
+    fingerprint = signer.get("fingerprint") if isinstance(signer, dict) else None
+    return next((key for key in keys if key_fingerprint(key) == fingerprint), None)
+
+
+def key_fingerprint(key: Path) -> str:
+    """The fingerprint of the public key PEM `key` (BadInputError, exit 2, if it is not one)."""
+    try:
+        return fingerprint_of(read_public_key(key))
+    except VerificationError as error:
+        raise BadInputError(f"--key {key}: {error}") from None
+
+
+def verify_side(run_dir: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> VerifySummary:
+    """The one place `compare` (and `check-numbers`, `report --check`) verifies a run: signature and
+    every digest, the ledger entry when this repository's ledger records the run, and otherwise the
+    same trust rule against that ledger; a key of `keys` that signed the run is pinned, as
+    `verify --key` pins it (VerificationError, exit 3, on any failure; a missing ledger is exit 2)."""
+    require_ledger(ledger_path)
+    pinned = pinned_key_for(run_dir, keys)
     run_id = read_bundle(run_dir).get("run_id")
     if isinstance(run_id, str) and run_in_ledger(ledger_path, run_id):
-        return verify_run(run_dir, pubkey=None, ledger_path=ledger_path)
-    if ledger_path.is_file():
-        return verify_unrecorded(run_dir, ledger_path)
-    return verify_run(run_dir, pubkey=None, ledger_path=None)
+        return verify_run(run_dir, pubkey=pinned, ledger_path=ledger_path)
+    return verify_unrecorded(run_dir, ledger_path, pinned)
 
 
 def check_same_plan(run_a: Path, run_b: Path) -> None:
@@ -77,19 +104,33 @@ def _manifest(run: RunDir) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> RunComparison:
-    """Compare two complete, verified runs of one plan; see the module doc."""
+def check_keys_used(runs: Sequence[Path], keys: Sequence[Path]) -> None:
+    """Every key given with `--key` must have signed one of `runs` (BadInputError, exit 2): a pin that
+    pins nothing is a mistake (the wrong file, the wrong run) that would otherwise pass unseen."""
+    for key in keys:
+        if not any(pinned_key_for(run, [key]) for run in runs):
+            raise BadInputError(
+                f"--key {key}: key {key_fingerprint(key)[:16]} signed neither "
+                f"{' nor '.join(map(str, runs))}; pin the bundle.pub.pem of the run you mean"
+            )
+
+
+def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path, keys: Sequence[Path] = ()) -> RunComparison:
+    """Compare two complete, verified runs of one plan; see the module doc. `keys`: public keys pinned
+    with `--key`, each for the side it signed."""
     arm_names = check_complete(run_a)
     check_complete(run_b)
     check_same_plan(run_a, run_b)  # a plain refusal (exit 2) before either is verified
-    summaries = [verify_side(path, ledger_path) for path in (run_a, run_b)]
+    require_ledger(ledger_path)
+    check_keys_used((run_a, run_b), keys)
+    summaries = [verify_side(path, ledger_path, keys) for path in (run_a, run_b)]
     dirs = (RunDir(run_a), RunDir(run_b))
     analysis_a, analysis_b = (read_analysis(run.analysis) for run in dirs)
     sides = {
         label: RunSide(
             str(path), summary.run_id, summary.line(), summary.ledger_path is not None, summary.n_files,
             summary.total_bytes, summary.fingerprint,
-            summary.bundle_seq if summary.ledger_path is not None else None,
+            summary.bundle_seq if summary.ledger_path is not None else None, summary.trusted_by,
         )
         for label, path, summary in zip(LABELS, (run_a, run_b), summaries, strict=True)
     }
@@ -104,8 +145,12 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path) -> RunCompariso
     )
 
 
-def comparison_renderer(ledger_path: Path) -> Callable[[str, Path, Path, tuple[str, str]], str]:
-    """A `capsule.report.numbers.ComparisonRenderer` that verifies both runs against `ledger_path`."""
+def comparison_renderer(ledger_path: Path, keys: Sequence[Path] = ()
+                        ) -> Callable[[str, Path, Path, tuple[str, str]], str]:
+    """A `capsule.report.numbers.ComparisonRenderer` that verifies both runs against `ledger_path`
+    (`keys`: pinned with `--key`, for the runs they signed)."""
     def render(block: str, run_a: Path, run_b: Path, names: tuple[str, str]) -> str:
-        return COMPARISON_BLOCKS[block](compare_runs(run_a, run_b, ledger_path=ledger_path).named(names))
+        used = [key for key in keys if pinned_key_for(run_a, [key]) or pinned_key_for(run_b, [key])]
+        comparison = compare_runs(run_a, run_b, ledger_path=ledger_path, keys=used)
+        return COMPARISON_BLOCKS[block](comparison.named(names))
     return render

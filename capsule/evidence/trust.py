@@ -31,6 +31,16 @@ class SignerVerdict:
     grant: Grant | None  # None: not trusted for the plan, accepted only because the user pinned it
     why: str
 
+    @property
+    def source(self) -> str:
+        """How the signature is trusted, in a few words: by the plan itself, by a `signers` entry, or
+        only by a key pinned with `--key` on the command line (which the plan does not trust)."""
+        if self.grant is None:
+            return "only pinned by --key on the command line (the plan does not trust this key)"
+        if self.grant.seq is None:
+            return "by the plan ([evidence] signers)"
+        return f"by signers entry {self.grant.seq}"
+
 
 def _untrusted(fingerprint: str, plan_path: str, grants: dict[str, Grant], ledger: Ledger) -> str:
     listed = ", ".join(f[:16] for f in sorted(grants)) or "no key"

@@ -62,6 +62,7 @@ class VerifySummary:
     ledger_path: Path | None  # None: checked without a ledger (signature and digests only)
     ledger_entries: int
     trust: str  # which key signed and why it is accepted (`capsule.evidence.trust.SignerVerdict.why`)
+    trusted_by: str = "not checked (no ledger)"  # `SignerVerdict.source`: plan, signers entry or --key
 
     def line(self) -> str:
         """One line: files, signature (and which key, and why it is trusted), plan seal order, ledger."""
@@ -312,18 +313,24 @@ def start_seq_of(ledger: Ledger, bundle: dict[str, Any]) -> int | None:
 
 def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], fingerprint: str,
                 plan_bytes: bytes | None, pubkey: Path | None, *, bundled_at: int | None,
-                remedy: str | None = None) -> SignerVerdict:
+                imported_at: int | None = None, remedy: str | None = None) -> SignerVerdict:
     """The trust rule (`capsule.evidence.trust.check_signer`) for a run of `bundle`: its key trusted for
     its plan by the plan itself or by a `signers` entry at or before the run's start (or one that
     vouches, from the anchored history, for a signature bundled before it). The one rule `verify`,
-    `compare` and `check-numbers` apply, recorded in the ledger or not."""
+    `compare` and `check-numbers` apply, recorded in the ledger or not.
+
+    `imported_at`: the seq of this ledger's `import` entry of the run, for a run made elsewhere. Its
+    start is then the import, an append of this ledger that the run's signer did not write: a key
+    trusted by a `signers` entry before the import signs it (the import itself checked the run's own
+    start in the foreign chain), one added after it does not."""
     def anchored() -> int:
         return anchored_entries(ledger_path, ledger_path.read_bytes(), ledger.hashes())
 
     try:  # before the ledger's own checks: a re-signed forgery is named by its untrusted key
         return check_signer(
             ledger, bundle["plan"]["path"], fingerprint, plan_bytes=plan_bytes, pinned=pubkey,
-            bundled_at=bundled_at, started_at=start_seq_of(ledger, bundle), anchored=anchored,
+            bundled_at=bundled_at, anchored=anchored,
+            started_at=imported_at if imported_at is not None else start_seq_of(ledger, bundle),
             **({"remedy": remedy} if remedy is not None else {}),
         )
     except CapsuleError as error:  # an unreadable plan copy is a failed verification too
@@ -376,24 +383,28 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
     envelope_sha256 = sha256_bytes(envelope_bytes)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
     recorded = [e.seq for e in ledger.bundle_entries(bundle["run_id"], envelope_sha256)]
+    imported = [e.seq for e in ledger.run_entries(bundle["run_id"])
+                if isinstance(e, ImportEntry) and e.sha256 == envelope_sha256]
     verdict = check_trust(ledger, ledger_path, bundle, fingerprint, plan_bytes, pubkey,
-                          bundled_at=recorded[-1] if recorded else None)
+                          bundled_at=recorded[-1] if recorded else None,
+                          imported_at=imported[-1] if imported else None)
     plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     check_anchor(ledger_path, ledger_path.read_bytes(), ledger.hashes(), None)
     _check_machine(run_dir, bundle, listed)
     return VerifySummary(
         bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
         bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
-        verdict.why,
+        verdict.why, verdict.source,
     )
 
 
-def verify_unrecorded(run_dir: Path, ledger_path: Path) -> VerifySummary:
+def verify_unrecorded(run_dir: Path, ledger_path: Path, pubkey: Path | None = None) -> VerifySummary:
     """A run this ledger does not record (made elsewhere, not imported): its signature and every file,
     then the same trust rule as `verify_run`: its plan bytes are a version this ledger records for
     its plan path (else the plan copy's own `[evidence] signers` would vouch for itself), and its key
-    is trusted for that plan here. What `compare` and `check-numbers` apply to such a run."""
-    summary = verify_run(run_dir, pubkey=None, ledger_path=None)
+    is trusted for that plan here (or pinned: `pubkey`, as `verify --key`). What `compare` and
+    `check-numbers` apply to such a run."""
+    summary = verify_run(run_dir, pubkey=pubkey, ledger_path=None)
     ledger = _load_ledger(ledger_path)
     _data, bundle = _read_index(run_dir)
     plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
@@ -404,5 +415,5 @@ def verify_unrecorded(run_dir: Path, ledger_path: Path) -> VerifySummary:
         )
     plan_copy = RunDir(run_dir).plan
     verdict = check_trust(ledger, ledger_path, bundle, summary.fingerprint,
-                          plan_copy.read_bytes() if plan_copy.is_file() else None, None, bundled_at=None)
-    return replace(summary, trust=verdict.why)
+                          plan_copy.read_bytes() if plan_copy.is_file() else None, pubkey, bundled_at=None)
+    return replace(summary, trust=verdict.why, trusted_by=verdict.source)

@@ -34,6 +34,7 @@ from capsule.pipeline.opening import (
     signed,
     start_manifest,
 )
+from capsule.pipeline.reference_comparison import ReferenceComparison, compare_with_reference
 from capsule.pipeline.rehearsal import (
     Rehearsal,
     check_rehearsal_root,
@@ -92,6 +93,7 @@ class ReproduceResult:
     failed_controls: list[str]
     bundle_fingerprint: str
     verify_command: str  # what checks it: with --key where the plan does not trust the signing key
+    reference: ReferenceComparison | None = None  # the run against its plan's committed reference run
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,15 @@ def _run_opened(
     )
     say(f"signed bundle: {bundle.n_files} files, key {bundle.fingerprint}; {chained}")
     verify = verify_command(run.dir, ledger, run.record["plan_path"], bundle.fingerprint, sealed.data)
+    reference = None
+    if options.recorded:
+        say("comparing with the committed reference run of this plan")
+        from capsule.evidence.trust import untrusted_warning
+
+        untrusted = untrusted_warning(ledger, run.record["plan_path"], bundle.fingerprint, sealed.data)
+        reference = compare_with_reference(
+            run.path, run.record["plan_path"], ledger.path, pinned=untrusted is not None
+        )
     return ReproduceResult(
         run.path,
         run.run_id,
@@ -253,4 +264,5 @@ def _run_opened(
         analysis.failed_controls,
         bundle.fingerprint,
         verify,
+        reference,
     )

@@ -21,6 +21,7 @@ from capsule.analysis.control_schema import Identity
 from capsule.analysis.paired_schema import Paired
 from capsule.atomic import write_text_atomic
 from capsule.errors import BadInputError
+from capsule.machine.diff import Difference
 from capsule.report.formatting import DASH, METRIC_LABELS, fmt_count, fmt_num, fmt_p, fmt_pct
 
 
@@ -108,7 +109,8 @@ def _run_line(label: str, run: RunSide) -> str:
     )
     return (
         f"- {label}: `{run.path}` (run {run.run_id}): {run.n_files} files ({run.total_bytes} "
-        f"bytes) match its signed bundle; signed by {run.fingerprint[:16]}; {where}"
+        f"bytes) match its signed bundle; signed by {run.fingerprint[:16]}, trusted {run.trusted_by}; "
+        f"{where}"
     )
 
 
@@ -223,3 +225,45 @@ def write_comparison_file(out: Path, comparison: RunComparison, runs: tuple[Path
     names = tuple(Path(os.path.relpath(run.resolve(), out.resolve().parent)).as_posix() for run in runs)
     document = comparison.named((names[0], names[1]))
     write_text_atomic(out, marked_comparison("comparison", document) + "\n", new=_keep(out))
+
+
+def _cause_words(cause: Difference) -> str:
+    """`path (A here, B there)`, or only the path where a value is long (a digest, a flag list)."""
+    a, b = _value(cause.a), _value(cause.b)
+    return cause.path if max(len(a), len(b)) > 24 else f"{cause.path} ({a} here, {b} there)"
+
+
+def against_reference_lines(comparison: RunComparison) -> list[str]:
+    """A few lines saying whether run A (a new run) reproduces run B (the committed reference run of its
+    plan): identical or which arms differ, the verdicts that changed, the manifest differences that can
+    change numerics. What `capsule reproduce` prints at its end; the whole comparison goes to a file."""
+    arms, claim = comparison.arms, comparison.claim
+    changed = [arm for arm in arms if arm.responses_differ]
+    if not changed:
+        identity = (
+            f"identical: every response of all {len(arms)} arms is byte-identical to the reference run's"
+        )
+    else:
+        listed = ", ".join(
+            f"{arm.arm} ({arm.responses_differ} of {arm.identity.n_common} responses, "
+            f"{arm.pass_fail_changed} pass/fail)" for arm in changed
+        )
+        identity = (
+            f"differs: {len(changed)} of {len(arms)} arms give other responses than the reference run "
+            f"({len(arms) - len(changed)} byte-identical): {listed}"
+        )
+    flipped = [f"claim {claim.a} here, {claim.b} in the reference"] if not claim.agree else []
+    flipped += [f"{name} {row.a} here, {row.b} in the reference"
+                for name, row in comparison.comparisons.items() if not row.agree]
+    verdicts = (
+        f"verdicts: {len(flipped)} changed: {'; '.join(flipped)}" if flipped
+        else f"verdicts: all the same (the claim is {claim.a} in both)"
+    )
+    causes = comparison.candidate_causes
+    machines = (
+        f"machines: {len(causes)} manifest difference(s) that can change numerics: "
+        + ", ".join(_cause_words(cause) for cause in causes[:6])
+        + (f", and {len(causes) - 6} more" if len(causes) > 6 else "")
+        if causes else "machines: the manifests agree on every field that can change numerics"
+    )
+    return [identity, verdicts, machines]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from capsule.evidence.committed_runs import read_committed_runs
 from capsule.prereg.arms import ARM_KEYS, DECODING_KEYS
 from capsule.prereg.loader import (
     CLAIM_KEYS,
@@ -45,7 +46,7 @@ from corpus_files import Special  # noqa: E402
 from corpus_json import dumps, field_variants, nested, text_variants  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE_RUN = next((REPO / "results").glob("*/*/bundle.json")).parent
+REFERENCE_RUN = read_committed_runs(REPO).run("v3-imported").path  # by name, never "the first found"
 SMOKE_PLAN = REPO / "prereg" / "smoke"
 DIRECTORY = None  # in Case.files: make a directory at that path
 

@@ -9,9 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from capsule.cli import cli
+from capsule.evidence.committed_runs import read_committed_runs
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = sorted(path.parent for path in REPO.glob("results/*/*/bundle.json"))
+COMMITTED = read_committed_runs(REPO)  # by name: results/ may also hold the user's own runs
+RUNS = [run.path for run in COMMITTED.runs]
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +55,7 @@ def test_reference_report_and_readme_numbers(run: Path, monkeypatch: pytest.Monk
     assert numbers.exit_code == 0, numbers.output + numbers.stderr
 
 
-COMPARISONS = sorted(REPO.glob("results/*/comparisons/*.md"))
+COMPARISONS = list(COMMITTED.comparisons)
 
 
 @pytest.mark.parametrize("comparison", COMPARISONS, ids=[str(c.relative_to(REPO)) for c in COMPARISONS])
@@ -65,4 +67,4 @@ def test_committed_comparison_matches_its_two_runs(comparison: Path, monkeypatch
 
 def test_a_comparison_is_committed() -> None:
     """Issue 15's deliverable: at least one committed two-run comparison of a reference plan."""
-    assert COMPARISONS, "no results/*/comparisons/*.md"
+    assert COMPARISONS, "results/committed.toml names no [comparisons]"

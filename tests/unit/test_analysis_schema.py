@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from reference_runs import REPO, RUNS
 
 from capsule.analysis.codec import analysis_from_json, read_analysis, write_analysis
 from capsule.analysis.control_schema import (
@@ -18,8 +19,7 @@ from capsule.analysis.control_schema import (
 )
 from capsule.errors import BadInputError
 
-REPO = Path(__file__).resolve().parents[2]
-REFERENCE = sorted(REPO.glob("results/*/*/analysis.json"))
+REFERENCE = [run / "analysis.json" for run in RUNS]  # the committed runs, the v2 run first
 
 
 @pytest.mark.parametrize("path", REFERENCE, ids=[str(p.relative_to(REPO)) for p in REFERENCE])

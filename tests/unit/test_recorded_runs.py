@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fake_plan import REPO
+from reference_runs import V3_IMPORTED_RUN
 
 from capsule.cli import cli
 from capsule.errors import CapsuleError
@@ -22,7 +23,7 @@ from capsule.prereg.default_plan import default_plan
 from capsule.prereg.ledger import Ledger
 
 DEFAULT_PLAN = default_plan().as_posix()
-IMPORTED_RUN = "20261201T150926Z-7c0e5f54"
+IMPORTED_RUN = V3_IMPORTED_RUN.name
 
 
 def _tree_digests(root: Path) -> dict[str, str]:
