@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "check-numbers": "capsule.commands.check_numbers:check_numbers",
     "compare": "capsule.commands.compare:compare",
     "import": "capsule.commands.import_run:import_run",
+    "export": "capsule.commands.export_run:export_run",
     "import-samples": "capsule.commands.import_samples:import_samples",
 }
 

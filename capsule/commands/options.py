@@ -45,17 +45,19 @@ class LedgerFile(click.Path):
 
 
 def ledger_option(
-    help: str = LEDGER_HELP, *, flag: str = "--ledger", name: str = "ledger_path", required: bool = False
+    help: str = LEDGER_HELP, *, flag: str = "--ledger", name: str = "ledger_path", required: bool = False,
+    optional: bool = False,
 ) -> Decorator:
-    """A ledger file option (default `prereg/ledger.jsonl`; `required`: no default, it must be given).
-    `capsule import` names two ledgers: its `--ledger` is the other machine's, `--into` this one."""
+    """A ledger file option (default `prereg/ledger.jsonl`; `required`: no default, it must be given;
+    `optional`: no default, None when not given). `capsule import` names two ledgers: its `--ledger`
+    is the other machine's (for a run directory only), `--into` this one."""
     return click.option(
         flag,
         name,
         type=LedgerFile(),
-        default=None if required else DEFAULT_LEDGER,
+        default=None if required or optional else DEFAULT_LEDGER,
         required=required,
-        show_default=not required,
+        show_default=not (required or optional),
         help=help,
     )
 

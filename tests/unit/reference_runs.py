@@ -21,3 +21,6 @@ V2_RUN = COMMITTED.run("v2").path
 V3_RUN = COMMITTED.run("v3").path
 #: The second v3 run, made in another clone on the same kind of CPU and imported (ledger entry 30).
 V3_IMPORTED_RUN = COMMITTED.run("v3-imported").path
+#: A v3 run from another CPU kind (AMD EPYC, AVX-512 with avx512_bf16, no AMX), sent as one file and
+#: imported (ledger entries 37 and 38): the reference run's fp32 arms byte-identical, its bf16 arms not.
+V3_ZEN5_RUN = COMMITTED.run("v3-zen5").path
