@@ -46,7 +46,7 @@ def test_the_loaded_ledger_writes_back_its_own_bytes() -> None:
 
 def test_the_ledger_answers_run_and_supersession_queries() -> None:
     ledger = Ledger.load(LEDGER, REPO)
-    imports = [e for e in ledger.entries if isinstance(e, ImportEntry)]  # the committed ones, and any of yours
+    imports = [e for e in ledger.entries if isinstance(e, ImportEntry)]  # committed, and any of yours
     assert imports
     for imported in imports:
         assert imported in ledger.run_entries(imported.run_id) and ledger.records_run(imported.run_id)
