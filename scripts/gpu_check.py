@@ -1,10 +1,20 @@
 """The GPU check's work (scripts/gpu_check.sh runs it): a small stand-in model built from a config
 with random weights from a fixed seed (no weights travel), generated through the capsule's own
 transformers backend in bf16 at batch 1, 8 and 16 on length-sorted batches and again at 16 (rerun
-identity); then a real manifest of this machine (`capsule manifest --import-torch`) and
+identity); then the sampled path of the GPU plan's runs 3a/3b (T 0.85, top_p 0.95, top_k 20, presence
+penalty 1.1, per-row seeds `request_seed(0, key)`) at batch 16, again at 16, and at 8; then one
+sampling step's draws from the device's probabilities against the same draws from their CPU copy;
+then a real manifest of this machine (`capsule manifest --import-torch`) and
 `capsule manifest diff` against the H200 fixture. Writes OUT/gpu_check.json, OUT/manifest.json and
 OUT/manifest-diff.txt and prints one summary line. `--device cpu` runs the same path without CUDA
 (the unit test does, with a tiny model), so only the CUDA kernels are new on a GPU.
+
+What it expects of a GPU: every run finishes (before the device-correct sampler, the sampled runs
+raised "Expected a 'cuda' device type for generator but found 'cpu'" at their first token); the
+sampled b16 rerun is identical to b16 (same batch, same kernels, same per-row streams), as the greedy
+rerun is; sampled b8 against b16 may differ (batch numerics, the study's subject); and
+`draws_device_vs_cpu` is all of them identical (a row's draw depends on its probabilities and its CPU
+generator only, not on the device they sit on). Any other outcome is a finding to report.
 """
 
 from __future__ import annotations
@@ -57,21 +67,27 @@ def prompts(n: int, vocab: int) -> dict[int, tuple[int, ...]]:
     return {key: tuple(rng.randrange(10, vocab) for _ in range(rng.randint(8, 256))) for key in range(n)}
 
 
+GREEDY = ("greedy", 0.0, 1.0, 0, 0.0, 0.0, 1.0)
+CARD = ("sample", 0.85, 0.95, 20, 0.0, 1.1, 1.0)  # prereg/agents-a1-4b-v3 runs 3a/3b
+
+
 def generate(
-    backend: object, inputs: dict[int, tuple[int, ...]], batch: int, tokens: int
+    backend: object, inputs: dict[int, tuple[int, ...]], batch: int, tokens: int, decoding: tuple = GREEDY
 ) -> tuple[dict, float]:
-    """Every prompt at `batch`, length-sorted batches (the capsule's rule); generated ids per key, seconds."""
+    """Every prompt at `batch`, length-sorted batches (the capsule's rule); generated ids per key, seconds.
+    Sampled decoding uses each row's own seed, `request_seed(SEED, key)`, as an arm does."""
     from capsule.generation.backends import Request
-    from capsule.generation.batching import form_batches
+    from capsule.generation.batching import form_batches, request_seed
     from capsule.prereg.plan import Decoding
 
-    greedy = Decoding("greedy", 0.0, 1.0, 0, 0.0, 0.0, 1.0)
+    chosen = Decoding(*decoding)
     out: dict[int, tuple[int, ...]] = {}
     start = time.perf_counter()
     for b in form_batches(list(inputs), {k: len(v) for k, v in inputs.items()}, batch, "length"):
         requests = [Request(k, inputs[k]) for k in b.keys]
+        seeds = [request_seed(SEED, k) if chosen.mode == "sample" else 0 for k in b.keys]
         for key, done in zip(
-            b.keys, backend.generate(requests, greedy, tokens, [0] * len(requests)), strict=True
+            b.keys, backend.generate(requests, chosen, tokens, seeds), strict=True
         ):  # type: ignore[attr-defined]
             out[key] = done.token_ids
     return out, time.perf_counter() - start
@@ -91,6 +107,22 @@ def contrast(a: dict, b: dict) -> dict:
         "of": len(a),
         "median_first_divergence": statistics.median(firsts) if firsts else None,
     }
+
+
+def draws_device_vs_cpu(device: str, vocab: int, rows: int = 64) -> dict:
+    """One sampling step's draws (the card's top_k) from probabilities on `device` and from their CPU
+    copy, each with a fresh generator of the same seed: how many of `rows` agree (expected: all)."""
+    import torch
+
+    from capsule.generation.backends.hf_sampling import draw, support
+
+    probs = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(SEED)).softmax(-1).to(device)
+    same = sum(
+        draw(*support(probs[row], CARD[3]), torch.Generator().manual_seed(row))
+        == draw(*support(probs[row].cpu(), CARD[3]), torch.Generator().manual_seed(row))
+        for row in range(rows)
+    )
+    return {"identical": same, "of": rows}
 
 
 def capsule_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -136,6 +168,8 @@ def main() -> int:
         runs, seconds = {}, {}
         for label, batch in (("b1", 1), ("b8", 8), ("b16", 16), ("b16-rerun", 16)):
             runs[label], seconds[label] = generate(backend, inputs, batch, args.tokens)
+        for label, batch in (("sampled-b16", 16), ("sampled-b16-rerun", 16), ("sampled-b8", 8)):
+            runs[label], seconds[label] = generate(backend, inputs, batch, args.tokens, CARD)
         described = backend.describe()
         backend.close()
     result = {
@@ -153,7 +187,11 @@ def main() -> int:
             "b16-vs-b1": contrast(runs["b16"], runs["b1"]),
             "b16-vs-b8": contrast(runs["b16"], runs["b8"]),
             "rerun-b16": contrast(runs["b16"], runs["b16-rerun"]),
+            "sampled-rerun-b16": contrast(runs["sampled-b16"], runs["sampled-b16-rerun"]),
+            "sampled-b8-vs-b16": contrast(runs["sampled-b8"], runs["sampled-b16"]),
         },
+        "sampling": "T 0.85, top_p 0.95, top_k 20, presence 1.1 (agents-a1-4b-v3 runs 3a/3b), per-row seeds",
+        "draws_device_vs_cpu": draws_device_vs_cpu(args.device, args.vocab),
     }
     manifest = args.out / "manifest.json"
     made = capsule_cli("manifest", "--import-torch", "--out", str(manifest))
@@ -176,6 +214,10 @@ def main() -> int:
         f"bf16 length-sorted, {args.prompts} prompts x {args.tokens} tokens, identical rows "
         f"b8/b1 {c['b8-vs-b1']['identical']}, b16/b1 {c['b16-vs-b1']['identical']}, "
         f"b16/b8 {c['b16-vs-b8']['identical']}, rerun b16 {c['rerun-b16']['identical']} of {args.prompts}; "
+        f"sampled (the card's settings) rerun b16 {c['sampled-rerun-b16']['identical']} (expected "
+        f"{args.prompts}), b8/b16 {c['sampled-b8-vs-b16']['identical']} of {args.prompts}; draws on "
+        f"{args.device} vs CPU {result['draws_device_vs_cpu']['identical']} of "
+        f"{result['draws_device_vs_cpu']['of']} identical (expected all); "
         f"tok/s {rate}; manifest diff vs the H200 fixture: {counts}"
     )
     return 0

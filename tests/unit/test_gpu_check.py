@@ -55,8 +55,12 @@ def test_the_check_runs_end_to_end_on_the_cpu_with_a_tiny_stand_in(tmp_path: Pat
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("\n") == 1 and result.stdout.startswith("gpu_check on cpu")
     report = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert set(report["contrasts"]) == {"b8-vs-b1", "b16-vs-b1", "b16-vs-b8", "rerun-b16"}
+    assert set(report["contrasts"]) == {
+        "b8-vs-b1", "b16-vs-b1", "b16-vs-b8", "rerun-b16", "sampled-rerun-b16", "sampled-b8-vs-b16"
+    }
     assert report["contrasts"]["rerun-b16"]["identical"] == 12  # same batch twice: identical
+    assert report["contrasts"]["sampled-rerun-b16"]["identical"] == 12  # per-row streams: identical too
+    assert report["draws_device_vs_cpu"] == {"identical": 64, "of": 64}
     assert report["manifest"]["diff_vs_h200_fixture"]["numerics"] > 0  # a CPU is not the H200
     assert (tmp_path / "manifest.json").is_file() and "numerics" in (
         tmp_path / "manifest-diff.txt"
