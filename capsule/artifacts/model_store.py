@@ -16,7 +16,7 @@ from pathlib import Path
 from capsule.artifacts.embedded_model import MODEL_RECORD, fetch_model, verify_model_dir
 from capsule.artifacts.hub import fetch_hub_model
 from capsule.artifacts.model_files import pinned_paths
-from capsule.errors import BadInputError, VerificationError
+from capsule.errors import BadInputError, UnavailableError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.prereg.plan import Model
 
@@ -88,3 +88,32 @@ def fetch_plan_model(model: Model, model_dir: Path | None, say: Callable[[str], 
         return f"model: {verified} ({model.repo}, {how}; every pinned sha256 verified)"
     directory = resolve_model_dir(model, model_dir)
     return f"model: {directory} (source {model.source}; every pinned sha256 verified)"
+
+
+def missing_pinned(model: Model, model_dir: Path | None = None) -> list[str]:
+    """The plan's pinned model files that its store directory lacks (present files are not hashed
+    here: `resolve_model_dir` checks every sha256 before anything loads)."""
+    directory = model_store_dir(model, model_dir)
+    paths = pinned_paths(directory, model.files)
+    return sorted(name for name in model.files if not paths[name].is_file())
+
+
+def ensure_model_dir(model: Model, model_dir: Path | None, plan: Path, say: Callable[[str], None]) -> Path:
+    """`resolve_model_dir`, after fetching a hub model's missing pinned files at the plan's revision
+    (what `capsule reproduce` does, so its one command runs a study on a host with network). With no
+    network, one UnavailableError line (exit 2) naming `capsule fetch model --plan` and the directory
+    the weights belong in; nothing half-written enters it (the download is staged beside it)."""
+    if model.source == "hub" and model.files:
+        missing = missing_pinned(model, model_dir)
+        if missing:
+            target = model_store_dir(model, model_dir)
+            say(f"model: {target} lacks {len(missing)} of the plan's {len(model.files)} pinned files; "
+                f"fetching them from {model.repo}@{model.revision}")
+            try:
+                say(fetch_plan_model(model, model_dir, say))
+            except UnavailableError as error:
+                raise UnavailableError(
+                    f"{error}. Or fetch the weights where there is network, `capsule fetch model --plan "
+                    f"{plan}`, and put them in {target} (the study volume's models/, or $CAPSULE_MODELS)"
+                ) from error
+    return resolve_model_dir(model, model_dir)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capsule.artifacts.model_store import resolve_model_dir
+from capsule.artifacts.model_store import ensure_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
@@ -168,7 +168,9 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
             say(f"REHEARSAL substitution: {rehearsal.stand_in.spec.vllm_why}")
         model_dir: Path | None = rehearsal.stand_in.model_dir
     else:
-        model_dir = None if options.dry_run else resolve_model_dir(plan.model, options.model_dir)
+        model_dir = None if options.dry_run else ensure_model_dir(
+            plan.model, options.model_dir, options.plan_path, say
+        )
     with ExitStack() as held:  # the run directory's lock, held until the run is signed
         run = open_run_dir(
             results_root=options.results_root / plan.name,
