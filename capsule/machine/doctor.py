@@ -29,7 +29,7 @@ from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
 from capsule.errors import BadInputError, CapsuleError
 from capsule.hashing import sha256_file
 from capsule.jsonio import read_json_object
-from capsule.machine.gpu import probe_gpus
+from capsule.machine.gpu import driver_problem, probe_gpus
 from capsule.machine.loader_check import check_loadable
 from capsule.machine.memory import (
     GIB,
@@ -108,6 +108,7 @@ def probe_host(results_root: Path) -> HostFacts:
         transformers=transformers,
         ram_available_bytes=int(psutil.virtual_memory().available),
         free_disk_bytes=int(shutil.disk_usage(disk_path).free),
+        driver_cuda=gpu["gpu_system"].get("cuda_driver_version"),
     )
 
 
@@ -232,6 +233,9 @@ def _check_gpu(report: Report, needs: list[ArmNeed], host: HostFacts) -> None:
         report.add(STATUS_MISSING, "torch cuda", f"torch {torch}: not a CUDA build; use the GPU image")
     else:
         report.add(STATUS_OK, "torch cuda", f"torch {host.torch_version} built for CUDA {host.torch_cuda}")
+    problem = driver_problem(host.driver_cuda, host.torch_cuda) if host.gpus else None
+    if problem:
+        report.add(STATUS_MISSING, "driver", problem)
     if any(need.backend == "vllm" for need in wanting) and host.vllm and not host.vllm.startswith("vllm "):
         report.add(STATUS_MISSING, "vllm build", f"{host.vllm} is the CPU build; GPU arms need vllm (CUDA)")
 

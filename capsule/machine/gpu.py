@@ -46,6 +46,30 @@ def cuda_version_text(value: int | None) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
+#: The oldest NVIDIA driver branch for each CUDA major version: a torch built for CUDA M.x runs on a
+#: driver whose CUDA version is at least M.0 (CUDA's minor-version compatibility), not below it.
+DRIVER_FOR_CUDA_MAJOR = {11: "R450", 12: "R525", 13: "R580"}
+
+
+def driver_problem(driver_cuda: str | None, torch_cuda: str | None) -> str | None:
+    """Why this driver cannot run the torch build (None when it can, or when either is unknown): the
+    driver's CUDA version (NVML, "12.8") must reach the major version torch was built for ("13.0")."""
+    if not driver_cuda or not torch_cuda:
+        return None
+    try:
+        driver_major, torch_major = int(driver_cuda.split(".")[0]), int(torch_cuda.split(".")[0])
+    except ValueError:
+        return None
+    if driver_major >= torch_major:
+        return None
+    needed = DRIVER_FOR_CUDA_MAJOR.get(torch_major, f"a driver for CUDA {torch_major}.0")
+    return (
+        f"the driver supports CUDA {driver_cuda}, torch is built for CUDA {torch_cuda}: torch cannot use "
+        f"the GPU (torch.cuda.is_available() is false); install an NVIDIA driver {needed}+ "
+        f"(CUDA {torch_major}.0 or newer)"
+    )
+
+
 class _Reader:
     """Call NVML functions one at a time, recording the ones that fail instead of raising."""
 

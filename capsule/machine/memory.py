@@ -45,6 +45,7 @@ class HostFacts:
     transformers: str | None
     ram_available_bytes: int
     free_disk_bytes: int
+    driver_cuda: str | None = None  # the driver's CUDA version (NVML), e.g. "12.8"; None: unknown
 
 
 @dataclass(frozen=True)

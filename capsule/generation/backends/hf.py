@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capsule.errors import BadInputError
 from capsule.generation.backends import (
     BackendContext,
     BackendOutOfMemoryError,
@@ -34,6 +35,27 @@ if TYPE_CHECKING:
 def _is_oom(error: BaseException) -> bool:
     text = str(error).lower()
     return type(error).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate" in text
+
+
+def _cpu_or_refuse(arm: str) -> str:
+    """"cpu" for an arm with no device set on a host whose torch sees no CUDA device, unless NVML lists
+    a GPU here: then torch cannot use it (a driver older than the torch build, most often) and the arm
+    would run on the CPU for a study of days: BadInputError (exit 2) naming the driver needed."""
+    from capsule.machine.gpu import driver_problem, probe_gpus
+    from capsule.machine.software import torch_build
+
+    listed = probe_gpus()
+    if not listed["gpus"]:
+        return "cpu"
+    build = torch_build()
+    why = driver_problem(listed["gpu_system"].get("cuda_driver_version"), build["cuda"] if build else None)
+    names = ", ".join(str(gpu.get("name")) for gpu in listed["gpus"])
+    raise BadInputError(
+        f"arm {arm}: this host has {names} but torch sees no CUDA device "
+        f"({why or 'torch is not a CUDA build, or CUDA failed to initialise'}); refusing to run it on the "
+        "CPU (set backend_options device = \"cpu\" in a plan meant for the CPU); `capsule doctor --plan` "
+        "says what is missing"
+    )
 
 
 def _absent_device(device: str | None, torch: Any) -> str:
@@ -71,6 +93,13 @@ class HFBackend:
             self._env.restore()
             raise BackendRefusedError(arm.name, self.name, absent)
 
+        device = self.options.device or ("cuda" if torch.cuda.is_available() else None)
+        if device is None:
+            try:
+                device = _cpu_or_refuse(arm.name)  # before the weights load, not after
+            except BadInputError:
+                self._env.restore()
+                raise
         self.dtype_name = arm.dtype
         self.torch_dtype = getattr(torch, arm.dtype)
         self.model_dir = model_dir
@@ -82,7 +111,6 @@ class HFBackend:
                 dtype=self.torch_dtype,
                 attn_implementation=self.options.attn_implementation,
             )
-            device = self.options.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self.model.to(device)
         except (RuntimeError, MemoryError) as error:
             self._env.restore()
