@@ -40,7 +40,7 @@ def compare_with_reference(run: Path, plan_path: str, ledger_path: Path, *, pinn
     when the repository (the ledger's root) names none. `pinned`: the run's key is one the plan does
     not trust, so it is pinned as `--key`. Never raises for a failed comparison: its problem is the
     one line returned, and no file is written."""
-    root = ledger_path.resolve().parent.parent
+    root = ledger_path.parent.parent  # relative where the ledger's path is: paths print as given
     try:
         reference = read_committed_runs(root).reference_for(plan_path)
     except Exception as error:  # a broken committed.toml must not fail a signed run

@@ -23,8 +23,9 @@ def _recorded_run(root: Path, *, trusted: bool) -> Path:
     """A run of the smoke plan under root/results/smoke/, signed and recorded in root's ledger (by the
     collaborator's key, or by a fresh one the plan does not trust, as a newcomer's ephemeral key)."""
     made = dry_run(root)
-    run = root / "results" / "smoke" / made.name
-    run.parent.mkdir(parents=True, exist_ok=True)
+    # A run id is its start second and plan: two dry runs of one second share one, so each gets a parent.
+    run = root / "results" / f"smoke-{len(list((root / 'results').glob('smoke-*')))}" / made.name
+    run.parent.mkdir(parents=True)
     made.rename(run)
     sign(as_if_run_for_real(run), root / LEDGER, key=None if trusted else generate_signer())
     return run
