@@ -42,9 +42,11 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
             cli, ["prereg", "signers", PLAN, "--add", fingerprint, "--reason", "this test's key"]
         )
         assert trusted.exit_code == 0, trusted.output
+        plan_runs = root / "results" / "smoke-suite"  # may hold the user's own runs of the plan (copied)
+        before = set(plan_runs.iterdir()) if plan_runs.is_dir() else set()
         result = CliRunner().invoke(cli, ["reproduce", "--plan", PLAN, "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")
-        runs = sorted((root / "results" / "smoke-suite").iterdir())
+        runs = sorted(set(plan_runs.iterdir()) - before)
         assert len(runs) == 1
         yield root, runs[0]
     finally:
