@@ -76,8 +76,8 @@ def _lane_lines(estimate: PlanEstimate, lanes: int) -> list[str]:
         load = estimate.device.start_s["hf"]
         lines.append(
             _arrangement_line(
-                f"each transformers arm loading its own model (+{load:g} s a load; "
-                "as `capsule reproduce --lanes` places them)",
+                f"each transformers arm loading its own model (+{load:g} s a load), a long one "
+                "cut into batch shares (as `capsule reproduce --lanes` places them)",
                 lanes, split, arrange(estimate, lanes, True, most=True),
             )
         )
@@ -88,15 +88,23 @@ def _lane_lines(estimate: PlanEstimate, lanes: int) -> list[str]:
             + "), minutes expected per lane, longest first on the least loaded lane:"
         )
         lines.extend(
-            f"  lane {i}: {lane.minutes:6.1f}  {', '.join(lane.arms) or '(empty)'}"
+            f"  lane {i}: {lane.minutes:6.1f}  {lane.describe() or '(empty)'}"
             for i, lane in enumerate(best.lanes, start=1)
         )
         critical = best.critical
-        longest = max(critical.arms, key=lambda name: estimate.arm(name).minutes_expected)
+        shares, batches = dict(critical.shards), dict(estimate.shareable)
+
+        def here(name: str) -> float:  # the arm's generation minutes on this lane (its share's part)
+            part = shares[name].batches(batches[name]) / batches[name] if name in shares else 1.0
+            return estimate.arm(name).minutes_expected * part
+
+        longest = max(critical.arms, key=here)
+        share = f" ({shares[longest].label()})" if longest in shares else ""
         lines.append(
             f"critical path: lane {best.lanes.index(critical) + 1}, {_minutes(critical.minutes)} min "
-            f"(its longest arm {longest}: {_minutes(estimate.arm(longest).minutes_expected)} min of "
-            "generation); assumes lanes do not slow each other (unmeasured on a GPU)"
+            f"(its longest arm {longest}{share}: {_minutes(here(longest))} min of generation); assumes "
+            "lanes do not slow each other (unmeasured on a GPU; lanes on one GPU: see doctor --lanes "
+            "for memory)"
         )
     return lines
 

@@ -19,7 +19,7 @@ from capsule.authoring.devices import Device, DeviceTable, arm_throughput
 from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
 from capsule.prereg.backend_specs import cuda_index
-from capsule.prereg.engine_sharing import engine_runs, lane_units
+from capsule.prereg.engine_sharing import batch_count, engine_runs, lane_units, splittable
 from capsule.prereg.plan import Arm, Plan
 
 
@@ -100,6 +100,7 @@ class PlanEstimate:
     runs: tuple[tuple[str, ...], ...]  # arm names of each engine run, plan order
     units: tuple[tuple[str, ...], ...]  # arm names of each lane unit (`lane_units`), plan order
     gpu_count: int = 1
+    shareable: tuple[tuple[str, int], ...] = ()  # each arm lanes may cut into batch shares, its batches
 
     def arm(self, name: str) -> ArmEstimate:
         """The estimate of the arm called `name`."""
@@ -119,11 +120,6 @@ class PlanEstimate:
     def sequential(self, most: bool = False) -> float:
         """Minutes for every arm one after another, starts included."""
         return sum(self._run_minutes(most))
-
-    def lane_runs(self, lanes: int, most: bool = False) -> list[list[int]]:
-        """Which engine runs (indices into `runs`) each of `lanes` lanes gets: `place_longest_first`
-        on each run's minutes. `capsule reproduce --lanes` runs its lanes by this placement."""
-        return place_longest_first(self._run_minutes(most), lanes)
 
     def with_lanes(self, lanes: int, most: bool = False) -> float:
         """Minutes with `lanes` lanes: engine runs (never split) placed longest first on the least
@@ -214,4 +210,7 @@ def estimate_plan(
     estimates.sort(key=lambda e: order[e.arm])
     runs_named = tuple(tuple(a.name for a in run) for run in runs)
     units_named = tuple(tuple(a.name for a in unit) for unit in lane_units(plan.arms))
-    return PlanEstimate(device, tuple(estimates), runs_named, units_named, gpu_count)
+    shareable = tuple(
+        (arm.name, batch_count(plan, arm)) for arm in plan.arms if splittable(arm)
+    )
+    return PlanEstimate(device, tuple(estimates), runs_named, units_named, gpu_count, shareable)

@@ -6,6 +6,8 @@ arm built in code meets the same rulebook as a sealed one. Rows are written one 
 time (`capsule.generation.rows`); a restart skips finished batches and re-runs the others with
 identical composition, so a resumed greedy hf arm equals an uninterrupted one row for row (timings
 aside). Cost caps (`capsule.generation.dispatch`) stop after the current batch and mark the arm partial.
+Given a batch share (`capsule.prereg.engine_sharing.Shard`, a lane's part of an arm cut into
+shards), only that share's batches run here; the other shares' lanes append theirs to the same file.
 One `ArmRun` holds a call's whole state, built once; its backend comes from a `BackendSlot` (the
 one place backends are loaded), asked only when batches remain and before the segment starts.
 """
@@ -33,7 +35,7 @@ from capsule.generation.batching import Batch, execution_order, form_batches
 from capsule.generation.chat import ChatTokenizer, load_chat_tokenizer
 from capsule.generation.dispatch import WallClock, dispatch, within_max_prompts
 from capsule.generation.rows import Interrupts, RowWriter, progress_bar, render_inputs
-from capsule.generation.store import COMPLETE, PARTIAL, ArmStore, arm_identity
+from capsule.generation.store import ArmStore, Placement, arm_identity
 from capsule.hashing import sha256_ids
 from capsule.prereg.adhoc import check_arm
 from capsule.prereg.backend_specs import SERVER_BACKEND
@@ -91,6 +93,7 @@ def generate_arm(
     loader: str | None = None,
     endpoint: str | None = None,
     key_env: str = ENDPOINT_KEY_ENV,
+    placement: Placement | None = None,
 ) -> ArmResult:
     """Generate (or resume) one arm into `out_dir/generations/<arm>.jsonl` + `.meta.json`.
 
@@ -101,7 +104,8 @@ def generate_arm(
     `loader` is the plan's [model] loader (None: no plan). `tokenizer` defaults to the model
     directory's chat template. `endpoint` and `key_env` make the `BackendContext` of a backend
     loaded here (a slot brings its own); against an endpoint a server arm runs, and is recorded,
-    with its client options only (`endpoint_arm`).
+    with its client options only (`endpoint_arm`). `placement`: the lane this call runs on, and its
+    batch share of the arm (only those batches run), recorded in the segment.
     """
     run = RunDir(out_dir)
     shared, given = (backend, None) if isinstance(backend, BackendSlot) else (None, backend)
@@ -110,7 +114,7 @@ def generate_arm(
         arm_run = ArmRun(
             arm, prompts=prompts, keys=tuple(keys), model_dir=model_dir, run=run, plan_hash=plan_hash,
             manifest_digest=manifest_digest, loader=loader, endpoint=slot.context.endpoint,
-            tokenizer=tokenizer, backend=given,
+            tokenizer=tokenizer, backend=given, placement=placement,
         )  # fmt: skip
         return arm_run.run(slot, progress)
     finally:
@@ -146,6 +150,7 @@ class ArmRun:
         endpoint: str | None,  # a server arm's given endpoint (else a server is launched)
         tokenizer: ChatTokenizer | None,
         backend: Backend | None,  # a loaded backend given by the caller (else the slot loads one)
+        placement: Placement | None = None,  # the lane, and its batch share of the arm
     ) -> None:
         check_arm(arm)
         if endpoint is not None and arm.backend == SERVER_BACKEND:
@@ -161,6 +166,7 @@ class ArmRun:
         self.store.check_writable()
         self.arm, self.prompts, self.keys, self.model_dir, self.loader = arm, prompts, keys, model_dir, loader
         self.plan_hash, self.manifest_digest, self.backend = plan_hash, manifest_digest, backend
+        self.placement = placement
         self.tokenizer = tokenizer or load_chat_tokenizer(model_dir)
         self.inputs = render_inputs(self.tokenizer, prompts, keys, arm.thinking)
         self.batches = form_batches(
@@ -175,7 +181,14 @@ class ArmRun:
         done = self.store.open(self.identity, self.batches)
         self.rows_before = sum(len(self.batches[i].keys) for i in done)
         order = execution_order(len(self.batches), arm.seed)
-        self.todo = [self.batches[i] for i in order if i not in done]
+        todo = [(position, self.batches[i]) for position, i in enumerate(order) if i not in done]
+        capped = within_max_prompts([batch for _, batch in todo], arm.max_prompts, self.rows_before)
+        shard = placement.shard if placement else None  # the cap is the whole arm's, cut by its order
+        self.todo = [
+            batch for (position, batch), _ in zip(todo, capped, strict=False)  # capped: a prefix of todo
+            if shard is None or shard.takes(position)
+        ]
+        self.all_left = len(todo)  # batches not yet on disk, every share's
 
     def _result(self, n_rows: int, writer: RowWriter | None, reason: str, elapsed_s: float) -> ArmResult:
         complete = n_rows == len(self.keys)
@@ -198,9 +211,9 @@ class ArmRun:
         and before the segment starts: loading is not generation time (nor the wall-clock cap's), and
         a backend that fails to load leaves the sidecar as it was."""
         arm, store = self.arm, self.store
-        if not self.todo and store.complete:
-            return self._result(self.rows_before, None, "", 0.0)  # nothing to do: touch nothing
-        todo = within_max_prompts(self.todo, arm.max_prompts, self.rows_before)
+        if not self.todo and (store.complete or (self.placement and self.placement.shard and self.all_left)):
+            return self._result(self.rows_before, None, "", 0.0)  # nothing to do here: touch nothing
+        todo = self.todo
         interrupts = Interrupts()
         with interrupts.installed():
             backend = (self.backend or slot.for_arm(arm, self.model_dir, self.loader)) if todo else None
@@ -212,7 +225,7 @@ class ArmRun:
         """One segment: the batches `todo` on `backend` (None: nothing to generate), then the sidecar
         closed with the segment's status, reason and the backend's description."""
         arm, store = self.arm, self.store
-        store.start(arm, self.identity, self.plan_hash, self.manifest_digest)
+        store.start(arm, self.identity, self.plan_hash, self.manifest_digest, self.placement)
         started = time.monotonic()
         wall = WallClock(arm.max_wall_minutes, float(store.meta.get("elapsed_s", 0.0)), started)
         bar = progress_bar(len(self.keys) - self.rows_before, progress and bool(todo), arm.name)
@@ -235,15 +248,11 @@ class ArmRun:
             raise
         finally:
             bar.close()
-            n_rows = self.rows_before + writer.rows
-            complete = n_rows == len(self.keys)
-            if not reason and not complete:
+            if not reason and self.placement and self.placement.shard and writer.rows:
+                reason = "this lane's batch share is done; the others run on other lanes"
+            elif not reason:
                 reason = f"max_prompts={arm.max_prompts}" if arm.max_prompts else "stopped"
-            store.finish(
-                COMPLETE if complete else PARTIAL,
-                "" if complete else reason,
-                description,
-                time.monotonic() - started,
-                {"n_rows": n_rows, "n_keys": len(self.keys)},
-            )
+            n_rows = store.finish(reason, description, time.monotonic() - started, len(self.keys))
+            if n_rows is None:  # nothing written: the rows on disk are those found at the start
+                n_rows = self.rows_before
         return self._result(n_rows, writer, reason, time.monotonic() - started)

@@ -6,6 +6,13 @@ arm, its identity (everything that determines the rows: numerics settings, keys,
 composition, plan hash) and one segment per run. On restart the identity must match exactly, or
 the store refuses before any model loads and leaves every existing file untouched.
 
+Several processes may write one arm at once (lanes running batch shares of it,
+`capsule.prereg.engine_sharing.Shard`): every read and write of the arm's two files happens under
+one lock (`capsule.locks.hold` on `generations/`), each batch is appended whole under it, and each
+process updates only its own segment of the sidecar, read afresh from disk, so no writer loses
+another's rows or segments. Each segment records where it ran (`Placement`: lane, device, batch
+share) and the batches it wrote.
+
 Whether an arm is complete is answered here alone (`ArmStore.complete`, `arm_done`, `recorded_status`),
 from the one reader of the sidecar (`read_sidecar`): the arm runner, the generate stage and a
 finished run's checks all ask it.
@@ -27,6 +34,8 @@ from capsule.faults import crash_point
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
 from capsule.jsonio import read_json_object, read_jsonl_complete
+from capsule.locks import hold
+from capsule.prereg.engine_sharing import Shard
 from capsule.prereg.plan import Arm
 from capsule.run_dir import RunDir
 
@@ -36,6 +45,24 @@ COMPLETE: Final = "complete"  # a sidecar's status once every key of the arm is 
 PARTIAL: Final = "partial"  # after a segment that stopped short (a cap, a failure, a signal)
 # Arm fields that do not change rows: caps may be raised to continue a partial arm.
 _BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
+_LOCK_WAIT_S = 600.0  # another lane's append or sidecar write takes milliseconds; a stuck one, not
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one segment of an arm runs: its lane (1-based), the device the lane sees, and the
+    lane's batch share of the arm (None: all of it)."""
+
+    lane: int
+    device: str
+    shard: Shard | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """What the segment (and the sidecar, for its newest segment) records of it."""
+        where: dict[str, Any] = {"lane": self.lane, "device": self.device}
+        if self.shard is not None:
+            where["batch_share"] = {"shares": [i + 1 for i in self.shard.indices], "of": self.shard.count}
+        return where
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -97,6 +124,9 @@ class ArmStore:
     arm_name: str
     meta: dict[str, Any] = field(default_factory=dict)
     persisted: bool = False  # the sidecar exists on disk (it is first written with the first rows)
+    segment: dict[str, Any] = field(default_factory=dict)  # this process's segment, while it runs
+    segment_at: int | None = None  # its index in the sidecar's segments, once written there
+    placement: Placement | None = None
 
     @property
     def rows_path(self) -> Path:
@@ -113,6 +143,11 @@ class ArmStore:
         """Whether the sidecar on disk, as opened or last written, says the arm is complete."""
         return self.persisted and self.meta.get("status") == COMPLETE
 
+    def _exclusive(self) -> Any:
+        """The lock every read and write of the arm's files happens under (one writer at a time
+        across the lanes that share `generations/`)."""
+        return hold(self.rows_path.parent, f"{self.rows_path.parent} (arm {self.arm_name})", _LOCK_WAIT_S)
+
     def check_writable(self) -> None:
         """Create the directory and prove a file can be written there (BadInputError otherwise)."""
         directory = self.rows_path.parent
@@ -128,6 +163,10 @@ class ArmStore:
 
     def open(self, identity: dict[str, Any], batches: list[Batch]) -> set[int]:
         """Check an existing arm was written under `identity`; return the indices of finished batches."""
+        with self._exclusive():
+            return self._open(identity, batches)
+
+    def _open(self, identity: dict[str, Any], batches: list[Batch]) -> set[int]:
         if self.rows_path.exists() and not self.meta_path.exists():
             raise BadInputError(
                 f"{self.rows_path}: exists without {self.meta_path.name}; move it away to rerun"
@@ -167,7 +206,10 @@ class ArmStore:
             done.add(index)
         return done
 
-    def start(self, arm: Arm, identity: dict[str, Any], plan_hash: str, manifest_digest: str) -> None:
+    def start(
+        self, arm: Arm, identity: dict[str, Any], plan_hash: str, manifest_digest: str,
+        placement: Placement | None = None,
+    ) -> None:
         """Record a new segment (and the arm, on first run) before generation begins."""
         if not self.meta:
             self.meta = {
@@ -183,40 +225,86 @@ class ArmStore:
         self.meta["arm"] = arm_dict(arm)  # caps may have been raised; numerics are in `identity`
         self.meta["manifest_digest"] = manifest_digest
         self.meta["status"] = "running"
-        self.meta["segments"].append({"started_at": now_iso(), "manifest_digest": manifest_digest, "rows": 0})
+        self.placement = placement
+        where = placement.fields() if placement else {}
+        self.segment = {"started_at": now_iso(), "manifest_digest": manifest_digest, "rows": 0, **where}
+        self.segment_at = None
         if self.persisted:
-            write_json_atomic(self.meta_path, self.meta)
+            with self._exclusive():
+                self._write_sidecar({"status": "running"})
+
+    def _write_sidecar(self, changes: dict[str, Any]) -> None:
+        """Under the lock: the sidecar as on disk (another lane may have written it since; else the
+        one held here), with this process's segment in its place and `changes` applied, written."""
+        base = self.meta
+        if self.meta_path.exists():
+            base = read_sidecar(self.meta_path)
+            if base.get("identity_sha256") != self.meta.get("identity_sha256"):
+                raise VerificationError(
+                    f"{self.meta_path}: rewritten under other settings while arm {self.arm_name!r} ran; "
+                    "nothing more was written"
+                )
+            base["arm"], base["manifest_digest"] = self.meta["arm"], self.meta["manifest_digest"]
+        segments = base.setdefault("segments", [])
+        if self.segment_at is None:
+            segments.append(self.segment)
+            self.segment_at = len(segments) - 1
+        else:
+            segments[self.segment_at] = self.segment
+        base.update(changes)
+        if self.placement is not None:
+            base.update({k: v for k, v in self.placement.fields().items() if k != "batch_share"})
+        write_json_atomic(self.meta_path, base)
+        self.meta, self.persisted = base, True
 
     def append_batch(self, rows: list[dict[str, Any]]) -> None:
-        """Append one batch's rows in one durable write (the sidecar goes first, so rows never lack it)."""
-        if not self.persisted:
-            write_json_atomic(self.meta_path, self.meta)
-            self.persisted = True
-        append_jsonl_durable(self.rows_path, rows)
-        crash_point("after-batch", self.arm_name)  # tests only: a process killed between batches
-        self.meta["segments"][-1]["rows"] += len(rows)
+        """Append one batch's rows in one durable write (the sidecar goes first, so rows never lack
+        it; then it names the batch in this segment)."""
+        with self._exclusive():
+            if not self.persisted:
+                self._write_sidecar({"status": "running"})
+            append_jsonl_durable(self.rows_path, rows)
+            crash_point("after-batch", self.arm_name)  # tests only: a process killed between batches
+            self.segment["rows"] += len(rows)
+            if self.placement is not None and rows:  # which lane wrote which batch
+                self.segment.setdefault("batches", []).append(rows[0].get("batch_index"))
+                self._write_sidecar({})
 
-    def finish(
-        self, status: Status, reason: str, backend: dict[str, Any], elapsed_s: float, counts: dict[str, int]
-    ) -> None:
-        """Close the segment: status "complete" or "partial" (with the reason), backend describe().
+    def _rows_on_disk(self) -> int:
+        if not self.rows_path.exists():
+            return 0
+        return sum(1 for _ in read_jsonl_complete(self.rows_path, "generations file"))
+
+    def finish(self, reason: str, backend: dict[str, Any], elapsed_s: float, n_keys: int) -> int | None:
+        """Close the segment with the backend's describe(): the arm is "complete" once every key's
+        row is on disk (whichever lane wrote it), else "partial" with `reason` (or the reason
+        another lane recorded, where this segment stopped for none of its own). Returns the rows
+        on disk, or None when this process wrote no sidecar.
 
         An arm with no rows on disk gets no sidecar, so a run that failed before its first batch
         (bad env, out of memory at load) can be rerun with corrected settings.
         """
-        segment = self.meta["segments"][-1]
-        segment.update(
+        self.segment.update(
             {"ended_at": now_iso(), "elapsed_s": round(elapsed_s, 3), "backend": backend, "stop": reason}
         )
-        self.meta.update(
-            {
-                "status": status,
-                "reason": reason,
-                "ended_at": segment["ended_at"],
-                "backend": backend,
-                "elapsed_s": round(float(self.meta.get("elapsed_s", 0.0)) + elapsed_s, 3),
-                **counts,
-            }
-        )
-        if self.persisted:  # a run that wrote nothing (failed to load, say) leaves no files behind
-            write_json_atomic(self.meta_path, self.meta)
+        if not self.persisted:  # a run that wrote nothing (failed to load, say) leaves no files behind
+            return None
+        with self._exclusive():
+            n_rows = self._rows_on_disk()
+            complete = n_rows == n_keys
+            on_disk = read_sidecar(self.meta_path) if self.meta_path.exists() else self.meta
+            if not complete and on_disk.get("status") == PARTIAL and self.placement and self.placement.shard:
+                reason = str(on_disk.get("reason") or reason)  # another share's stop says more
+            self.segment["stop"] = "" if complete else self.segment["stop"]
+            self._write_sidecar(
+                {
+                    "status": COMPLETE if complete else PARTIAL,
+                    "reason": "" if complete else reason,
+                    "ended_at": self.segment["ended_at"],
+                    "backend": backend,
+                    "elapsed_s": round(float(on_disk.get("elapsed_s", 0.0)) + elapsed_s, 3),
+                    "n_rows": n_rows,
+                    "n_keys": n_keys,
+                }
+            )
+        return n_rows

@@ -45,7 +45,7 @@ from capsule.machine.memory import (
 )
 from capsule.machine.software import installed_version, torch_build
 from capsule.prereg.backend_specs import cuda_index
-from capsule.prereg.engine_sharing import lane_units
+from capsule.prereg.engine_sharing import batch_count, lane_units, splittable
 from capsule.prereg.plan import Plan
 from ifeval_scorer.errors import ScorerError
 from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
@@ -275,7 +275,8 @@ def _check_memory(report: Report, needs: list[ArmNeed], host: HostFacts, model: 
 
 def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFacts, lanes: int) -> None:
     """`--lanes N` on one device (as `reproduce --lanes N` without --gpus): at worst the N lane units
-    (`lane_units`: vLLM/server engine runs, single transformers arms) that hold the most run at
+    (`lane_units`: vLLM/server engine runs, single transformers arms, each of which may run as a
+    batch share on up to N lanes at once, each share its own model) that hold the most run at
     once, each at its largest arm's footprint (`lane_footprint`),
     and their sum must fit the GPU's memory (GPU plans) or the free RAM (CPU plans). An arm pinned
     to another GPU (`device = "cuda:1"`) holds nothing on this one: it runs there, or is refused at
@@ -290,7 +291,11 @@ def _check_lanes(report: Report, plan: Plan, needs: list[ArmNeed], host: HostFac
     device = "gpu" if on_gpu else "cpu"
     peaks: list[tuple[int, str]] = []  # each engine run's largest footprint, and its arithmetic
     elsewhere = [arm.name for arm in plan.arms if (cuda_index(arm.backend_options.get("device")) or 0) > 0]
-    for run in lane_units(plan.arms):  # the units reproduce --lanes places
+    units = [  # the units reproduce --lanes places; a transformers arm may run as a share on each lane
+        run for run in lane_units(plan.arms)
+        for _ in range(min(lanes, batch_count(plan, run[0])) if len(run) == 1 and splittable(run[0]) else 1)
+    ]
+    for run in units:
         sized = []
         for need in (by_arm[arm.name] for arm in run
                      if by_arm[arm.name].device == device and arm.name not in elsewhere):

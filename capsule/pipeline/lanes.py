@@ -1,8 +1,9 @@
 """`capsule reproduce --lanes N [--gpus 0,1]`: a plan's arms on N lanes at once, each lane a process.
 
 What a lane is: a list of units (`capsule.prereg.engine_sharing.lane_units`: a vLLM or server
-engine run, never split, in plan order; a transformers arm alone, on its own model load), placed
-by the one placement rule `capsule plan cost --lanes` prints
+engine run, never split, in plan order; a transformers arm alone, on its own model load; and a
+transformers arm longer than a lane's share cut into batch shares, `split_units`, each on its own
+model load), placed by the one placement rule `capsule plan cost --lanes` prints
 (`capsule.authoring.sizing.place_longest_first`, on each unit's estimated minutes on this host's
 device; by token budget where the device table has no entry for it). Each lane runs
 in its own spawned process on one device: with `--gpus`, lane i sees only GPU `gpus[i % len]`
@@ -11,8 +12,10 @@ CPU). Lanes sharing one GPU need every vLLM (and launched server) arm to fix its
 `kv_cache_memory_bytes`, so no arm's KV cache, and with it its batching, depends on its neighbours.
 
 The parent keeps the run directory's lock and everything outside `generations/`; a lane writes
-only its own arms' files, and records in each arm's sidecar the lane and device its segment ran
-on (`placed`). One lane (`--lanes 1`, the default) is the sequential generate stage, unchanged.
+only its own arms' files (the shards of one arm append whole batches to the arm's one rows file,
+one writer at a time: `capsule.generation.store`), and each segment of an arm's sidecar records the
+lane, device and batch share it ran and the batches it wrote. One lane (`--lanes 1`, the
+default) is the sequential generate stage, unchanged.
 A lane that fails or dies leaves its rows on disk; the others finish their arms, then the run
 stops with one error, and the same command resumes.
 """
@@ -26,17 +29,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.atomic import write_json_atomic
 from capsule.authoring.devices import device_table
 from capsule.authoring.pricing import match_host
 from capsule.authoring.response_lengths import length_models
 from capsule.authoring.sizing import arm_prompts, estimate_plan, place_longest_first
 from capsule.errors import BadInputError, CapsuleError
-from capsule.jsonio import read_json_object
 from capsule.machine.gpu import probe_gpus
-from capsule.prereg.engine_sharing import lane_units
+from capsule.prereg.engine_sharing import (
+    LaneUnit,
+    Shard,
+    batch_count,
+    gather_shares,
+    lane_units,
+    split_units,
+    splittable,
+)
 from capsule.prereg.plan import Arm, Plan
-from capsule.run_dir import RunDir
 
 CPU_DEVICE = "cpu"
 SHARED_GPU = "gpu"  # every GPU this process sees, as it sees them (no CUDA_VISIBLE_DEVICES set)
@@ -53,10 +61,22 @@ class LaneOptions:
 
 @dataclass(frozen=True)
 class Lane:
-    """One lane: its number (1-based), the device its process sees, and its arms in plan order."""
+    """One lane: its number (1-based), the device its process sees, its arms in plan order, and
+    the batch share it runs of each arm it runs only part of."""
     number: int
     device: str  # "cpu", "gpu" (shared, as seen) or "cuda:<NVML index>"
     arms: tuple[str, ...]
+    shards: tuple[tuple[str, Shard], ...] = ()
+
+    def shard_of(self, arm: str) -> Shard | None:
+        """The batch share of `arm` this lane runs (None: all of it)."""
+        return dict(self.shards).get(arm)
+
+    def describe(self) -> str:
+        """Its arms, a shared arm with its share: "hf-run3b-b8 (batch share 2/3), vllm-run1-b8"."""
+        return ", ".join(
+            f"{arm} ({shard.label()})" if (shard := self.shard_of(arm)) else arm for arm in self.arms
+        )
 
     @property
     def environment(self) -> dict[str, str]:
@@ -80,15 +100,17 @@ def parse_gpus(text: str | None) -> tuple[int, ...]:
 
 
 def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) -> None:
-    """Refuse, before anything is generated, a lane count below 1 or above the plan's arm count,
-    a `--gpus` index this machine does not have (or `--gpus` without a GPU), and lanes sharing a
-    GPU whose vLLM arms lack a fixed `kv_cache_memory_bytes`. `gpu_count`: NVML's (None: probe)."""
-    arms = len(plan.arms)
+    """Refuse, before anything is generated, a lane count below 1 or above the most units the plan
+    can be cut into (`most_units`), a `--gpus` index this machine does not have (or `--gpus`
+    without a GPU), and lanes sharing a GPU whose vLLM arms lack a fixed `kv_cache_memory_bytes`.
+    `gpu_count`: NVML's (None: probe)."""
+    most = most_units(plan)
     if options.count < 1:
         raise BadInputError(f"--lanes {options.count}: at least 1 (1 runs the arms one after another)")
-    if options.count > arms:
+    if options.count > most:
         raise BadInputError(
-            f"--lanes {options.count}: plan {plan.name} has only {arms} arms; use --lanes {arms} or fewer"
+            f"--lanes {options.count}: plan {plan.name} has at most {most} units to run side by side "
+            f"(engine runs, and the batches of its transformers arms); use --lanes {most} or fewer"
         )
     if gpu_count is None:
         gpu_count = len(probe_gpus()["gpus"])
@@ -116,23 +138,41 @@ def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) 
         )
 
 
+def most_units(plan: Plan) -> int:
+    """The most lanes the plan can keep busy: each engine run, with every transformers arm that
+    may be split (`splittable`) cut into one share per batch."""
+    runs = lane_units(plan.arms)
+    return sum(batch_count(plan, run[0]) if len(run) == 1 and splittable(run[0]) else 1 for run in runs)
+
+
 def _listed(indices: tuple[int, ...]) -> str:
     return ",".join(str(index) for index in indices)
 
 
-def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
+def _priced(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> tuple[list[float], list[float]]:
     """Each lane unit's estimated minutes on this host's device, its own start included (as `capsule
-    plan cost --lanes` prices split loads); the token budget (prompts x max_new_tokens) where the
-    device table has no entry for it."""
+    plan cost --lanes` prices split loads), and the start's part; the token budget (prompts x
+    max_new_tokens, no start) where the device table has no entry for it."""
     table = device_table()
     device = match_host(table, gpu_names)
     if device is not None:
         try:
             estimate = estimate_plan(plan, table, device, length_models(), max(1, len(gpu_names)))
-            return [estimate.run_minutes(tuple(arm.name for arm in run)) for run in runs]
+            return (
+                [estimate.run_minutes(tuple(arm.name for arm in run)) for run in runs],
+                [device.start_s[run[0].backend] / 60.0 for run in runs],
+            )
         except CapsuleError:  # an arm the table has no figure for on this device: budgets decide
             pass
-    return [float(sum(arm_prompts(plan, arm) * arm.max_new_tokens for arm in run)) for run in runs]
+    budgets = [float(sum(arm_prompts(plan, arm) * arm.max_new_tokens for arm in run)) for run in runs]
+    return budgets, [0.0] * len(runs)
+
+
+def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
+    """Each lane unit's estimated minutes on this host's device, its own start included (`_priced`)."""
+    return _priced(plan, runs, gpu_names)[0]
+
+
 
 
 def start_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
@@ -149,53 +189,51 @@ def start_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> li
 Weights = Callable[[Plan, list[list[Arm]], list[str]], list[float]]  # prices a plan's engine runs
 
 
-def assign_lanes(
-    plan: Plan, options: LaneOptions, weights: Weights | None = None, gpu_names: list[str] | None = None
-) -> list[Lane]:
-    """The lanes (those with arms) for `plan`: engine runs placed longest first on the least
-    loaded lane, each lane's arms in plan order, each lane's device. `weights` prices the engine
-    runs (default: `_run_weights`); `gpu_names` (default: NVML's) tell it which device this is."""
+def placed_units(
+    plan: Plan, options: LaneOptions, weights: Weights | None, gpu_names: list[str], split: bool
+) -> tuple[list[LaneUnit], list[list[int]]]:
+    """The lane units (with `split`, long transformers arms cut into batch shares by `split_units`,
+    on the default pricing's starts) and which of them each of `options.count` lanes gets
+    (`place_longest_first`): the one arrangement `reproduce --lanes` runs."""
     runs = lane_units(plan.arms)
+    if weights is None:
+        priced, starts = _priced(plan, runs, gpu_names)
+    else:
+        priced = weights(plan, runs, gpu_names)
+        starts = list(priced)  # a given pricing states no generation apart from its start
+    units = [LaneUnit(tuple(run)) for run in runs]
+    if split:
+        counts = [batch_count(plan, run[0]) for run in runs]
+        units, priced = split_units(units, priced, starts, counts, options.count)
+    return units, place_longest_first(priced, options.count)
+
+
+def assign_lanes(
+    plan: Plan, options: LaneOptions, weights: Weights | None = None, gpu_names: list[str] | None = None,
+    split: bool = True,
+) -> list[Lane]:
+    """The lanes (those with arms) for `plan`: units placed longest first on the least loaded lane,
+    each lane's arms in plan order, each lane's device and batch shares. `weights` prices the engine
+    runs (default: `_run_weights`, whose starts let `split` cut long transformers arms into batch
+    shares; a given pricing splits nothing); `gpu_names` (default: NVML's) tell it which device this is."""
     if gpu_names is None:
         gpu_names = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
-    priced = (weights or _run_weights)(plan, runs, gpu_names)
-    placed = place_longest_first(priced, options.count)
+    units, placement = placed_units(plan, options, weights, gpu_names, split)
+    order = [arm.name for arm in plan.arms]
     lanes: list[Lane] = []
-    for slot, indices in enumerate(placed):
+    for slot, indices in enumerate(placement):
         if not indices:
             continue
         if options.gpus:
             device = f"cuda:{options.gpus[slot % len(options.gpus)]}"
         else:
             device = SHARED_GPU if gpu_names else CPU_DEVICE
-        names = tuple(arm.name for index in indices for arm in runs[index])
-        lanes.append(Lane(len(lanes) + 1, device, names))
+        names = {name for index in indices for name in units[index].names}
+        shares = gather_shares([(units[index].names[0], units[index].shard) for index in indices])
+        lanes.append(
+            Lane(len(lanes) + 1, device, tuple(sorted(names, key=order.index)), tuple(sorted(shares.items())))
+        )
     return lanes
-
-
-def placed(run: RunDir, arm: str, lane: Lane, segments_before: int) -> None:
-    """Record in `arm`'s sidecar the lane and device its newest segment ran on, if this lane wrote
-    that segment (an arm already complete, or refused, writes none, and is left as it is)."""
-    meta_path = run.generations_meta(arm)
-    if not meta_path.exists():
-        return
-    meta = read_json_object(meta_path, "generations sidecar")
-    segments = meta.get("segments")
-    if not isinstance(segments, list) or len(segments) <= segments_before:
-        return
-    where = {"lane": lane.number, "device": lane.device}
-    segments[-1].update(where)
-    meta.update(where)
-    write_json_atomic(meta_path, meta)
-
-
-def segment_count(run: RunDir, arm: str) -> int:
-    """How many segments `arm`'s sidecar holds now (0 without one)."""
-    meta_path = run.generations_meta(arm)
-    if not meta_path.exists():
-        return 0
-    segments = read_json_object(meta_path, "generations sidecar").get("segments")
-    return len(segments) if isinstance(segments, list) else 0
 
 
 class LaneFailedError(CapsuleError):
@@ -221,7 +259,7 @@ def run_lanes(
     messages = context.Queue()
     processes = {}
     for lane in lanes:
-        say(f"lane {lane.number} on {lane.device}: {', '.join(lane.arms)}")
+        say(f"lane {lane.number} on {lane.device}: {lane.describe()}")
         saved = {name: os.environ.get(name) for name in lane.environment}
         os.environ.update(lane.environment)  # a spawned child's environment is the parent's at start
         try:

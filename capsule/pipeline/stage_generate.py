@@ -28,16 +28,8 @@ from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, Backen
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import record_refusal, refusal_message
-from capsule.pipeline.lanes import (
-    Lane,
-    LaneMessage,
-    LaneOptions,
-    assign_lanes,
-    placed,
-    run_lanes,
-    segment_count,
-    start_weights,
-)
+from capsule.generation.store import Placement
+from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes, start_weights
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan
@@ -114,7 +106,7 @@ def generate_all(
         return
     job = LaneJob(plan, run, inputs, dataclasses.replace(settings, progress=False))
     weights = start_weights if rehearsal is not None else None  # a rehearsal's time is its starts
-    run_lanes(assign_lanes(plan, lanes, weights), run_lane, job, say)
+    run_lanes(assign_lanes(plan, lanes, weights, split=rehearsal is None), run_lane, job, say)
 
 
 def run_lane(job: LaneJob, lane: Lane, messages: Any) -> None:
@@ -137,8 +129,9 @@ def generate_arms(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, settings: GenerateSettings, say: Say,
     lane: Lane | None = None,
 ) -> None:
-    """Generate the plan's arms (a `lane`'s only, when given, recording it in each arm's sidecar)
-    in plan order, reusing one loaded backend across consecutive arms that allow it."""
+    """Generate the plan's arms (a `lane`'s only, when given: its batch share of an arm it shares,
+    the lane recorded in each segment it writes) in plan order, reusing one loaded backend across
+    consecutive arms that allow it."""
     dry_run, rehearsal = settings.dry_run, settings.rehearsal
     context = BackendContext(run.dir, settings.endpoint, settings.key_env)
     arms = [
@@ -155,10 +148,11 @@ def generate_arms(
             if refused is not None and not settings.retry_refused:
                 say(f"arm {arm.name}: refused before ({refused}); not retried (--retry-refused retries it)")
                 continue
-            segments = segment_count(run.dir, arm.name) if lane is not None else 0
+            where = None if lane is None else Placement(lane.number, lane.device, lane.shard_of(arm.name))
             try:
                 _generate_one(
-                    plan, run, inputs, arm, slot, tokenizer, model_dir, settings.progress, say, rehearsal
+                    plan, run, inputs, arm, slot, tokenizer, model_dir, settings.progress, say, rehearsal,
+                    where,
                 )
             except BackendRefusedError as error:
                 record_refusal(run.dir, arm, error, inputs.plan_sha256, inputs.manifest_digest)
@@ -172,9 +166,6 @@ def generate_arms(
             else:
                 if refused is not None:  # retried, and the backend took it this time
                     run.dir.refusal(arm.name).unlink(missing_ok=True)
-            finally:
-                if lane is not None:
-                    placed(run.dir, arm.name, lane, segments)
     finally:
         slot.close()
 
@@ -182,9 +173,11 @@ def generate_arms(
 def _generate_one(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, arm: Arm, slot: BackendSlot,
     tokenizer: Any, model_dir: Path | None, progress: bool, say: Say, rehearsal: Rehearsal | None = None,
+    where: Placement | None = None,
 ) -> None:
     """One arm: generate what is missing, on `slot`'s backend (loaded, or swapped, only if the arm
-    has batches left). In a `rehearsal` the arm's keys, model directory and loader are the rehearsal's."""
+    has batches left). In a `rehearsal` the arm's keys, model directory and loader are the rehearsal's.
+    `where`: the lane it runs on (and its batch share), recorded in the segment."""
     keys = arm_keys(plan, arm, inputs.prompts)
     loader = plan.model.loader
     if rehearsal is not None:
@@ -202,6 +195,8 @@ def _generate_one(
         progress=progress,
         tokenizer=tokenizer,
         loader=loader,
+        placement=where,
     )
     state = "complete" if result.complete else f"partial ({result.reason})"
-    say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}")
+    share = f" ({where.shard.label()}: {result.new_rows} rows written here)" if where and where.shard else ""
+    say(f"arm {arm.name}: {result.n_rows}/{result.n_keys} rows, {state}{share}")

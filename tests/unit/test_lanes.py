@@ -117,10 +117,13 @@ def test_reproduce_places_the_gpu_plan_as_plan_cost_arranges_its_split_loads(rep
     assert device is not None
     estimate = estimate_plan(plan, device_table(), device, length_models())
     assert estimate.units == tuple(tuple(arm.name for arm in unit) for unit in lane_units(plan.arms))
-    for count in (2, 3):
+    shared = 0
+    for count in (2, 3, 6, 8):  # at 6 and 8 the longest transformers arms are cut into batch shares
         printed = arrange(estimate, count, split_loads=True)
         lanes = assign_lanes(plan, LaneOptions(count), gpu_names=["NVIDIA H200"])
-        assert sorted(lane.arms for lane in lanes) == sorted(lane.arms for lane in printed.lanes), count
+        assert sorted(lane.describe() for lane in lanes) == sorted(lane.describe() for lane in printed.lanes)
+        shared += sum(len(lane.shards) for lane in lanes)
+    assert shared > 0
 
 
 def test_gpus_give_each_lane_its_own_device(repo_root: Path) -> None:
@@ -141,7 +144,7 @@ def test_a_malformed_gpu_list_is_bad_input(text: str) -> None:
     ("args", "gpus", "said"),
     [
         (["--lanes", "0"], 0, "--lanes 0: at least 1"),
-        (["--lanes", "99"], 0, "has only"),
+        (["--lanes", "99"], 0, "has at most"),
         (["--lanes", "2", "--gpus", "0"], 0, "no GPU NVML can list"),
         (["--lanes", "2", "--gpus", "0,3"], 2, "no GPU 3 here"),
         (["--lanes", "2"], 1, "kv_cache_memory_bytes"),  # two lanes on one GPU, vLLM arms unfixed
