@@ -14,7 +14,7 @@ ALL_PLAN := $(if $(filter command line environment,$(origin PLAN)),$(PLAN),$(GPU
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help reproduce test test-fast test-slow setup lock-cpu fetch lint clean all setup-gpu docker-build docker-run docker-requirements \
+.PHONY: help reproduce test test-fast test-slow setup lock-cpu fetch lint clean all setup-gpu gpu-prereqs docker-build docker-run docker-requirements \
 	docker-base docker-build-cpu docker-run-cpu docker-test docker-stop
 
 help:  ## list the targets
@@ -83,8 +83,13 @@ $(GPU_STAMP): docker/requirements.lock docker/requirements.build.lock pyproject.
 
 setup-gpu: $(GPU_STAMP)  ## install the GPU stack from docker/requirements.lock into .venv-gpu
 
+# Before anything is installed: python3.11 (venv, headers), a compiler, the driver, disk, the index.
+gpu-prereqs:  ## check this GPU host for make all, one line each (exit 2 naming what is missing)
+	@command -v python$(GPU_PYTHON_VERSION) >/dev/null || { echo "Error: no python$(GPU_PYTHON_VERSION) on PATH; install Python $(GPU_PYTHON_VERSION) with its venv module and headers (Debian: apt install python3.11 python3.11-venv python3.11-dev), then run make all again" >&2; exit 2; }
+	@python$(GPU_PYTHON_VERSION) scripts/gpu_host_prereqs.py --models $(MODELS) $(if $(wildcard $(GPU_STAMP)),--installed)
+
 # Hub weights live in $(MODELS)/<repo name>: `capsule fetch --plan` downloads them there at the pinned revision.
-all: setup-gpu  ## the full GPU study: fetch the plan's model, preflight, then every arm and control (resumable)
+all: gpu-prereqs setup-gpu  ## the full GPU study: fetch the plan's model, preflight, then every arm and control (resumable)
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule fetch --plan $(ALL_PLAN)
 	CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule doctor --plan $(ALL_PLAN)
 	-CAPSULE_MODELS=$(MODELS) $(GPU_VENV)/bin/capsule plan cost $(ALL_PLAN)   # the estimate; a GPU not in the table only skips it
