@@ -245,3 +245,15 @@ def test_make_room_removes_the_cpu_image_only_under_vfs_when_disk_is_short(
     assert ("image rm capsule-cpu:latest" in calls) is removed
     assert ("removing capsule-cpu:latest" in result.stdout) is removed
     assert ("keeping capsule-cpu:latest" in result.stdout) is not removed
+
+
+def test_the_gpu_images_compile_and_hub_caches_live_on_the_study_volume() -> None:
+    """A resume in a fresh container finds vLLM's torch.compile cache, inductor's and Triton's
+    kernels, CUDA's JIT cache and the hub cache where the last container left them."""
+    text = (REPO / "docker" / "Dockerfile").read_text(encoding="utf-8")
+    study = re.search(r"CAPSULE_STUDY=(\S+)", text)
+    assert study is not None
+    for variable in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH",
+                     "HF_HOME", "XDG_CACHE_HOME"):
+        value = re.search(rf"\b{variable}=(\S+)", text)
+        assert value is not None and value.group(1).startswith(study.group(1) + "/cache"), variable
