@@ -1,8 +1,12 @@
 """The vLLM backend: the offline `vllm.LLM`, `max_num_seqs` = batch size, per-request seeds.
 
 All remaining requests of an arm are submitted together (scope "arm") as prompt token ids, so vLLM
-sees exactly the ids the capsule rendered; the engine is then stepped here (as `LLM.generate` does
-internally) so each finished request is reported at once and completed batches are written early.
+sees exactly the ids the capsule rendered, and all are queued before the scheduler sees any: the
+engine's scheduling is paused (`LLM.sleep(level=0)`), every request enqueued, then scheduling
+resumed (`wake_up(tags=["scheduling"])`), as vLLM's own `LLM.enqueue` docstring says to (0.32 and
+0.33), so the first batches never depend on how fast requests reached the engine process. The
+engine is then stepped here (as `LLM.generate` does internally) so each finished request is
+reported at once and completed batches are written early.
 Every scheduler and cache setting vLLM resolved is recorded by `describe()`.
 
 One instance per (dtype, backend_options, env, batch_size): `max_num_seqs` is fixed when the engine
@@ -176,7 +180,7 @@ class VLLMBackend:
         prompts: list[Any] = [{"prompt_token_ids": list(r.input_ids)} for r in requests]
         params = [self._params(decoding, max_new_tokens, s) for s in seeds]
         engine = self.llm.llm_engine
-        ids = self.llm.enqueue(prompts, params, use_tqdm=False)
+        ids = self._queue_all(prompts, params)
         index = {rid.split("-")[0]: i for i, rid in enumerate(ids)} | {rid: i for i, rid in enumerate(ids)}
         pending = set(ids)
         results: list[Completion | None] = [None] * len(requests)
@@ -210,6 +214,16 @@ class VLLMBackend:
             raise UnavailableError(f"vLLM returned no output for keys {missing[:5]}")
         return [c for c in results if c is not None]
 
+    def _queue_all(self, prompts: list[Any], params: list[Any]) -> list[str]:
+        """Enqueue every request while the engine's scheduling is paused, then resume it: the first
+        schedule sees the whole arm, whatever the submission's timing. No request of an earlier arm
+        is in flight here (each arm finishes or aborts its own), so the pause aborts nothing."""
+        self.llm.sleep(level=0)
+        try:
+            return list(self.llm.enqueue(prompts, params, use_tqdm=False))
+        finally:
+            self.llm.wake_up(tags=["scheduling"])
+
     def describe(self) -> dict[str, Any]:
         """Versions, dtype, resolved scheduler/cache/compilation settings, env, seeding method."""
         config = self.llm.llm_engine.vllm_config
@@ -227,7 +241,8 @@ class VLLMBackend:
             "device": _jsonable(getattr(config.device_config, "device_type", None)),
             "env": self._env_recorded,
             "stop_token_ids": self.stop_ids,
-            "submission": "all requests of the arm at once, as prompt_token_ids",
+            "submission": "all requests of the arm queued with scheduling paused (sleep(level=0)), "
+            "then scheduled (wake_up(tags=['scheduling'])), as prompt_token_ids",
             "engine_seed": _jsonable(getattr(config.model_config, "seed", None)),
             "sampling_method": "per request: SamplingParams.seed = request_seed(arm seed, key)",
         }
