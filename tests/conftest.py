@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -61,6 +62,14 @@ def signed_smoke_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         made = CliRunner().invoke(cli, dry_run)
         assert made.exit_code == 0, made.output + made.stderr
         (run,) = (root / "runs" / "dry-run" / "smoke").iterdir()
+        ledger = Ledger.load(Path("prereg/ledger.jsonl"))
+        bundle = json.loads((run / "bundle.json").read_text())  # recorded as a real run: its start entry
+        head = ledger.record_start(bundle["plan"]["path"], bundle["plan"]["sha256"], bundle["run_id"])
+        bundle["ledger_heads"]["at_start"] = head
+        (run / "bundle.json").write_text(json.dumps(bundle))
+        record = json.loads((run / "run.json").read_text())
+        record["ledger_head_at_start"] = head
+        (run / "run.json").write_text(json.dumps(record))
         sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
         assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
     return root

@@ -281,6 +281,14 @@ def check_ledger(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], enve
             f"plan {plan_path}: the run used sha256 {plan_sha}, the ledger's {plan_entry.kind} entry "
             f"{plan_entry.seq} (in force at the run's start) records {plan_entry.sha256}"
         )
+    started = ledger.start_entry(bundle["run_id"])
+    moved = started is not None and started.hash != start.hash
+    if started is not None and (moved or (started.path, started.sha256) != (plan_path, plan_sha)):
+        raise VerificationError(
+            f"ledger {ledger_path}: run {bundle['run_id']} started at its start entry {started.seq} "
+            f"(plan {started.path}), but its bundle names entry {start.seq} as its start head and plan "
+            f"{plan_path}: the run's start was rewritten after the ledger recorded it"
+        )
     run_id = bundle["run_id"]
     matching = ledger.bundle_entries(run_id, envelope_sha256)
     if not matching:
@@ -305,10 +313,18 @@ def check_ledger(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], enve
     return plan_entry.seq, start.seq, bundle_entry.seq
 
 
-def start_seq_of(ledger: Ledger, bundle: dict[str, Any]) -> int | None:
-    """The seq of the entry that was the ledger's head when the run started, or None (not in it)."""
-    start = ledger.with_hash(bundle.get("ledger_heads", {}).get("at_start"))
-    return None if start is None else start.seq
+LEGACY_START = 0  # the start of a run with no `start` entry, for the trust rule (see `start_seq_of`)
+
+
+def start_seq_of(ledger: Ledger, bundle: dict[str, Any]) -> int:
+    """The seq at which the run started, as the ledger decides: its `start` entry, appended when the
+    run was opened (`check_ledger` requires the run's start head to name it). A run with none (opened
+    before starts were recorded, or never against this ledger) has only its own word for its start
+    (`ledger_heads.at_start`, which its signer writes), so it counts as started before every entry
+    (`LEGACY_START`): a key that a `signers` entry added signs it only where the anchored history
+    vouches for a signature bundled before that entry (`check_signer`)."""
+    started = ledger.start_entry(str(bundle.get("run_id")))
+    return LEGACY_START if started is None else started.seq
 
 
 def check_trust(ledger: Ledger, ledger_path: Path, bundle: dict[str, Any], fingerprint: str,

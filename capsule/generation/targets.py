@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ class Target:
     model_dir: Path | None  # None: a dry run (the fake backend and tokenizer read no model)
     plan_path: str
     plan_sha256: str
-    ledger_head: str
+    ledger_head: str | Callable[[str], str]  # or: a new run's id -> its start entry's hash (recorded runs)
     results_root: Path
     adhoc: dict[str, Any] | None = None  # adhoc.json's record, for an ad-hoc arm
     loader: str | None = None  # the plan's [model] loader; None for an ad-hoc arm (config.json decides)
@@ -79,9 +80,13 @@ def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_ru
         arm = dry_run_arm(arm)
     directory = None if dry_run else resolve_model_dir(plan.model, model_dir)
     root = (DRY_RUN_ROOT if dry_run else RESULTS_ROOT) / plan.name
+    relative = ledger.relative(plan.path)
+    head: str | Callable[[str], str] = ledger.head()
+    if not dry_run:  # a run into results/ is recorded: its start is a `start` entry of the ledger
+        head = lambda run_id: ledger.record_start(relative, record.sha256, run_id)  # noqa: E731
     return Target(
-        arm, keys, prompts, prompts_path, directory, ledger.relative(plan.path), record.sha256,
-        ledger.head(), root, loader=plan.model.loader,
+        arm, keys, prompts, prompts_path, directory, relative, record.sha256, head, root,
+        loader=plan.model.loader,
     )
 
 

@@ -38,6 +38,7 @@ from capsule.run_dir import RunDir
 
 Say = Callable[[str], None]  # where the pipeline tells the user what it is doing (one line each)
 Finished = Callable[[RunDir], bool]  # whether a run directory is finished (never to be reopened)
+StartHead = Callable[[str], str]  # a new recorded run's id -> its start head (`Ledger.record_start`)
 OPENING_WAIT_S = 10.0  # how long a process waits for another to finish choosing or creating its run
 
 
@@ -116,7 +117,7 @@ def open_run_dir(
     results_root: Path,
     plan_path: str,
     plan_sha256: str,
-    ledger_head: str,
+    ledger_head: str | StartHead,
     held: ExitStack,
     explicit: Path | None = None,
     fresh: bool = False,
@@ -128,7 +129,9 @@ def open_run_dir(
 
     `explicit` names the directory: it is resumed if it belongs to this plan hash, refused if it
     belongs to another or is `finished`, and created if it does not exist (`option`: the calling
-    command's name for it, used in refusals). `fresh` always starts a new run.
+    command's name for it, used in refusals). `fresh` always starts a new run. `ledger_head`: the
+    start head a new run records, or (a recorded run) a `StartHead` that appends the run's `start`
+    entry to the ledger and returns its hash, called once the new run's directory is decided.
     """
     run_id = new_run_id(plan_sha256)
     if explicit is not None:
@@ -187,8 +190,8 @@ def remove_unused_run(run: RunDir) -> bool:
 
 
 def _open_at(
-    explicit: Path, run_id: str, plan_path: str, plan_sha256: str, ledger_head: str, finished: Finished,
-    option: str,
+    explicit: Path, run_id: str, plan_path: str, plan_sha256: str, ledger_head: str | StartHead,
+    finished: Finished, option: str,
 ) -> OpenRun:
     """Resume the run at `explicit` (checked: same plan bytes, not finished) or create it there with
     `run_id`; the caller holds its lock."""
@@ -213,7 +216,7 @@ def _open_at(
         "run_id": run_id,
         "plan_path": plan_path,
         "plan_sha256": plan_sha256,
-        "ledger_head_at_start": ledger_head,
+        "ledger_head_at_start": ledger_head if isinstance(ledger_head, str) else ledger_head(run_id),
         "started": utc_now(),
         "capsule_version": __version__,
     }

@@ -28,6 +28,7 @@ from capsule.pipeline.lanes import LaneOptions, check_lanes
 from capsule.pipeline.opening import (
     OpenRun,
     Say,
+    StartHead,
     copy_plan,
     open_run_dir,
     recorded_in,
@@ -176,7 +177,8 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
             results_root=options.results_root / plan.name,
             plan_path=_relative(sealed.file, ledger.root),
             plan_sha256=seal.sha256,
-            ledger_head=ledger.head(),
+            ledger_head=start_head(ledger, _relative(sealed.file, ledger.root), seal.sha256)
+            if options.recorded else ledger.head(),
             held=held,
             explicit=options.run_dir,
             fresh=options.fresh,
@@ -185,6 +187,13 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
         return _run_opened(
             options, sealed, run, fetched.path, prompts, model_dir, signer, key_line, say, rehearsal
         )
+
+
+def start_head(ledger: Ledger, plan_path: str, plan_sha256: str) -> StartHead:
+    """How a new recorded run of the plan gets its start head: a `start` entry appended to the
+    ledger (`Ledger.record_start`) the moment its directory is made, so that the run's start is an
+    append the signer cannot place earlier afterwards (a resumed run appends nothing)."""
+    return lambda run_id: ledger.record_start(plan_path, plan_sha256, run_id)
 
 
 def _load_for(options: ReproduceOptions) -> SealedPlan:

@@ -27,11 +27,13 @@ from capsule.prereg.ledger_entries import (
 )
 
 GENESIS = "0" * 64
-KINDS = tuple(ENTRY_TYPES)  # seal, amend, redact, bundle, signers, import
+KINDS = tuple(ENTRY_TYPES)  # seal, amend, redact, bundle, signers, import, start
 FILE_KINDS = ("seal", "amend", "redact")  # records that fix a file's bytes
 RUN_KINDS = ("bundle", "import")  # records that a run is finished: signed here, or imported from elsewhere
 # `signers`: keys added to a sealed plan's trusted signers (`capsule.prereg.signers`); its `sha256` is
-# the plan's latest recorded hash, so it names the exact plan bytes it amends the trust of
+# the plan's latest recorded hash, so it names the exact plan bytes it amends the trust of.
+# `start`: a recorded run started, of the plan at `path` with the bytes `sha256` (its latest record)
+NAMES_A_PLAN = ("signers", "start")  # kinds whose path is a sealed plan, not a file they fix
 BASE_FIELDS = ("seq", "kind", "path", "sha256", "prev", "time", "note", "hash")
 # extras each kind must carry / may carry: the fields of its type in `capsule.prereg.ledger_entries`.
 # An `import` entry records a run made on another machine and chained in that machine's ledger
@@ -175,10 +177,10 @@ class _Chain:
             raise self.broken(
                 number, f"imports against seal {entry['seal']}, which is no earlier seal or amend entry"
             )
-        if kind == "signers" and (path not in self.plans or latest.get(path) != entry["sha256"]):
+        if kind in NAMES_A_PLAN and (path not in self.plans or latest.get(path) != entry["sha256"]):
             raise self.broken(
                 number,
-                f"signers entry for {path} at sha256 {entry['sha256']}, which is not a sealed plan's "
+                f"{kind} entry for {path} at sha256 {entry['sha256']}, which is not a sealed plan's "
                 "latest recorded hash",
             )
         for companion, digest in (entry.get("companions") or {}).items():
@@ -272,7 +274,7 @@ def check_recorded_files(ledger_path: Path, root: Path, entries: Sequence[Entry]
     chain itself was checked when the ledger was read); VerificationError naming the first broken
     entry."""
     # a file is re-hashed against the record that fixed its bytes (a signers entry only names a plan)
-    last_entry = {entry.path: entry for entry in entries if entry.kind != "signers"}
+    last_entry = {entry.path: entry for entry in entries if entry.kind not in NAMES_A_PLAN}
     for path, entry in sorted(last_entry.items(), key=lambda item: item[1].seq):
         where = f"{ledger_path}: seq {entry.seq}"
         file = root / path

@@ -1,7 +1,7 @@
 """The pre-registration ledger: an append-only sha256 hash chain in `prereg/ledger.jsonl`.
 
 Each line is one entry in canonical JSON (`capsule.hashing.canonical_json`): `seq` (1, 2, ...),
-`kind` (seal | amend | redact | bundle | signers | import), `path` (repo-relative POSIX), `sha256`
+`kind` (seal | amend | redact | bundle | signers | import | start), `path` (repo-relative POSIX), `sha256`
 (the file's full hash), `prev` (the previous entry's `hash`, 64 zeros for the first), `time` (UTC,
 ISO-8601 with Z), `note`, kind-specific extras, and `hash`: sha256 of the canonical JSON of every other field.
 Because each line must be byte-identical to its canonical form, any changed, deleted, reordered or
@@ -35,6 +35,7 @@ from capsule.prereg.chain import (
     BASE_FIELDS,
     GENESIS,
     KINDS,
+    NAMES_A_PLAN,
     OPTIONAL_EXTRAS,
     REQUIRED_EXTRAS,
     SHA256_HEX,
@@ -53,6 +54,7 @@ from capsule.prereg.ledger_entries import (
     RedactEntry,
     RunRecord,
     SealEntry,
+    StartEntry,
     entry_bytes,
     entry_record,
     parse_entry,
@@ -179,6 +181,16 @@ class Ledger:
             if isinstance(e, BundleEntry) and envelope_sha256 in (None, e.sha256)
         ]
 
+    def start_entry(self, run_id: str) -> StartEntry | None:
+        """The `start` entry of the run `run_id` (appended when it was opened), None for a run
+        opened before runs' starts were recorded, or not opened against this ledger."""
+        return next((e for e in self.entries if isinstance(e, StartEntry) and e.run_id == run_id), None)
+
+    def record_start(self, plan_path: str, plan_sha256: str, run_id: str) -> str:
+        """Append the `start` entry of a new recorded run and return its hash: the run's start head."""
+        entry = self.append("start", plan_path, plan_sha256, f"run {run_id} started", run_id=run_id)
+        return entry.hash
+
     def records_run(self, run_id: str) -> bool:
         """Whether any entry records the run `run_id` (see `run_entries`)."""
         return bool(self.run_entries(run_id))
@@ -229,7 +241,7 @@ class Ledger:
         re-hashes the files that exist; this catches those deleted, a whole plan directory with them.)"""
         latest: dict[str, Entry] = {}
         for entry in self.entries:
-            if entry.kind != "signers":  # a signers entry names a plan that has its own record
+            if entry.kind not in NAMES_A_PLAN:  # it names a plan that has its own record
                 latest[entry.path] = entry
         for path, entry in sorted(latest.items(), key=lambda item: item[1].seq):
             where = f"{self.path}: seq {entry.seq}"

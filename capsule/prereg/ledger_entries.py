@@ -93,14 +93,25 @@ class ImportEntry(_Fields):
     kind: Literal["import"] = "import"
 
 
-Entry = SealEntry | AmendEntry | RedactEntry | BundleEntry | SignersEntry | ImportEntry
+@dataclass(frozen=True)
+class StartEntry(_Fields):
+    """A recorded run started here (`capsule reproduce`, `capsule generate --plan`): its plan (path,
+    sha256) and run id, appended before the run's first file is written, so the run's start is an
+    append of this ledger the run's signer cannot place earlier afterwards. The run's `run.json`
+    names this entry's hash as its start head."""
+
+    run_id: str
+    kind: Literal["start"] = "start"
+
+
+Entry = SealEntry | AmendEntry | RedactEntry | BundleEntry | SignersEntry | ImportEntry | StartEntry
 PlanRecord = SealEntry | AmendEntry  # an entry that records a plan's (or a companion's) bytes
 FileRecord = SealEntry | AmendEntry | RedactEntry  # an entry that fixes a file's bytes
 RunRecord = BundleEntry | ImportEntry  # an entry that records a run as finished
 
 ENTRY_TYPES: dict[str, type[Entry]] = {
     cls.kind: cls
-    for cls in (SealEntry, AmendEntry, RedactEntry, BundleEntry, SignersEntry, ImportEntry)
+    for cls in (SealEntry, AmendEntry, RedactEntry, BundleEntry, SignersEntry, ImportEntry, StartEntry)
 }
 _BASE = tuple(field.name for field in dataclasses.fields(_Fields))
 

@@ -100,7 +100,7 @@ def build_study(
     else:
         ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
         trust()
-        head = ledger.head()
+        head = ledger.record_start(PLAN_PATH, sha256_bytes(PLAN_BYTES), "run-1")  # as reproduce opens it
     run_dir = tmp_path / "results" / "demo" / "run-1"
     write_run_files(run_dir, random.Random(seed), head)
     result = make_bundle(

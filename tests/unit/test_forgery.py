@@ -184,6 +184,32 @@ def test_5a_a_signer_added_now_cannot_sign_a_run_made_before(repo: Path, committ
     refused_by_every_checker(repo, "only after the run started")
 
 
+@pytest.mark.parametrize("committed", [False, True])
+def test_5h_a_back_dated_start_head_buys_a_later_key_nothing(repo: Path, committed: bool) -> None:
+    """Round three's first forgery: the forger's key added by `prereg signers`, the run's start head
+    (run.json and bundle.json) moved to that signers entry, the headline flipped and the run signed
+    again. The start is the ledger's word, not the run's: a run with no `start` entry started before
+    every signers entry, so every checker refuses it, committed or not (it passed on 8f9ed09)."""
+    key = generate_signer()
+    added = invoke("prereg", "signers", "prereg/smollm2-135m-v2", "--add", fingerprint_of(key.public_key),
+                   "--reason", "my key")
+    assert added.exit_code == 0, added.output
+    ledger = repo / "prereg" / "ledger.jsonl"
+    signers_head = Ledger.load(ledger).head()
+    for name, field in (("bundle.json", None), ("run.json", "ledger_head_at_start")):
+        path = repo / RUN / name
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if field is None:
+            record["ledger_heads"]["at_start"] = signers_head
+        else:
+            record[field] = signers_head
+        path.write_text(json.dumps(record), encoding="utf-8")
+    flip_headline_and_resign(repo, key)
+    if committed:
+        commit_all(repo, "the back-dated forgery")
+    refused_by_every_checker(repo, "only after the run started")
+
+
 def test_5b_history_rewritten_and_committed_departs_from_the_published_ledger(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -208,8 +234,8 @@ def test_5b_history_rewritten_and_committed_departs_from_the_published_ledger(
     (repo / RUN / BUNDLE).write_text(json.dumps(bundle), encoding="utf-8")
     flip_headline_and_resign(repo, key)
     commit_all(repo, "history rewritten")
-    verified = invoke("verify", RUN)  # HEAD agrees with the rewrite; the published ledger does not
-    assert verified.exit_code == 3 and "differs from the published ledger at origin/" in verified.stderr
+    verified = invoke("verify", RUN)  # the trust rule refuses it first: its start is the run's own word
+    assert verified.exit_code == 3 and "only after the run started" in verified.stderr
     result = invoke("prereg", "verify")
     assert result.exit_code == 3 and "differs from the published ledger at origin/" in result.stderr
     git(repo, "branch", "-q", "--unset-upstream")
@@ -218,9 +244,11 @@ def test_5b_history_rewritten_and_committed_departs_from_the_published_ledger(
         pin = invoke("prereg", "verify")
         pinned_verify = invoke("verify", RUN)
     assert pin.exit_code == 3 and f"no entry has the anchor head hash {pinned}" in pin.stderr
-    assert pinned_verify.exit_code == 3 and "no entry has the anchor head hash" in pinned_verify.stderr
-    # the gap prereg/README.md names: with neither a remote nor a pinned head, HEAD is all there is
-    assert invoke("verify", RUN).exit_code == 0
+    assert pinned_verify.exit_code == 3 and "only after the run started" in pinned_verify.stderr
+    # once the gap prereg/README.md names (neither a remote nor a pinned head: HEAD is all there is);
+    # closed since runs' starts are ledger entries: a back-dated start head buys a later key nothing
+    closed = invoke("verify", RUN)
+    assert closed.exit_code == 3 and "only after the run started" in closed.stderr
 
 
 def test_5c_a_manifest_changed_and_signed_again_is_refused(repo: Path) -> None:
