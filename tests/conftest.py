@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -42,6 +41,7 @@ def signed_smoke_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with a bundle entry in its ledger (what a real run does at its end). Tests take a copy of it
     (`signed_smoke_run`), so each starts from the same bytes without walking the plan again."""
     from click.testing import CliRunner
+    from run_start import record_start
 
     from capsule.cli import cli
     from capsule.evidence.signing import fingerprint_of, load_signing_key
@@ -62,14 +62,7 @@ def signed_smoke_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         made = CliRunner().invoke(cli, dry_run)
         assert made.exit_code == 0, made.output + made.stderr
         (run,) = (root / "runs" / "dry-run" / "smoke").iterdir()
-        ledger = Ledger.load(Path("prereg/ledger.jsonl"))
-        bundle = json.loads((run / "bundle.json").read_text())  # recorded as a real run: its start entry
-        head = ledger.record_start(bundle["plan"]["path"], bundle["plan"]["sha256"], bundle["run_id"])
-        bundle["ledger_heads"]["at_start"] = head
-        (run / "bundle.json").write_text(json.dumps(bundle))
-        record = json.loads((run / "run.json").read_text())
-        record["ledger_head_at_start"] = head
-        (run / "run.json").write_text(json.dumps(record))
+        record_start(run, Path("prereg/ledger.jsonl"))  # recorded as a real run: its start entry
         sign_again(run, key=load_signing_key()[0], ledger=Ledger.load(Path("prereg/ledger.jsonl")))
         assert CliRunner().invoke(cli, ["verify", str(run)]).exit_code == 0
     return root

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from run_start import record_start
 
 from capsule.cli import cli
 from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
@@ -85,21 +86,6 @@ def set_manifest(run: Path, manifest: dict[str, Any]) -> None:
         for segment in meta["segments"]:
             segment["manifest_digest"] = digest
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-
-
-def record_start(run: Path, ledger_path: Path) -> None:
-    """Give `run` the `start` entry a recorded run gets when it opens (`Ledger.record_start`), its
-    start head naming it (run.json and bundle.json), unless the ledger has one already."""
-    ledger = Ledger.load(ledger_path)
-    bundle = json.loads((run / "bundle.json").read_text())
-    if ledger.start_entry(bundle["run_id"]) is not None:
-        return
-    head = ledger.record_start(bundle["plan"]["path"], bundle["plan"]["sha256"], bundle["run_id"])
-    bundle["ledger_heads"]["at_start"] = head
-    (run / "bundle.json").write_text(json.dumps(bundle))
-    record = json.loads((run / "run.json").read_text())
-    record["ledger_head_at_start"] = head
-    (run / "run.json").write_text(json.dumps(record))
 
 
 def sign(run: Path, ledger_path: Path | None, key: SigningKey | None = None) -> None:
