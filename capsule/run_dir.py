@@ -16,6 +16,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     rehearsal.json               a rehearsal only: its stand-in models and shrinking (pipeline.rehearsal)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     generations/<arm>.refused.json  instead, an arm its backend refused at load (the engine's message)
+    generations/<arm>.refused.log   its evidence: the engine's start-up log or exception chain
     scores/<arm>.jsonl           seeded score rows, and <arm>.meta.json beside them
     scores/stability/<c>.jsonl   unseeded scorer runs of a scorer_stability control
     servers/<arm>.command.json   a launched OpenAI-compatible server: command line, version, port
@@ -66,6 +67,7 @@ SERVER_PID_SUFFIX = ".pid.json"
 ROWS_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
 REFUSED_SUFFIX = ".refused.json"
+REFUSED_LOG_SUFFIX = ".refused.log"
 
 #: The one rule for names that become file or directory names (plans, arms, controls, subsets,
 #: comparisons, `capsule generate --name`): a lowercase letter or digit first, then up to 63 of
@@ -162,6 +164,10 @@ class RunDir:
     def refusal(self, arm: str) -> Path:
         """An arm its backend refused at load time: the engine's message, the settings, when."""
         return self.generations_dir / f"{safe_name(arm, 'arm name')}{REFUSED_SUFFIX}"
+
+    def refusal_log(self, arm: str) -> Path:
+        """A refused arm's evidence: the engine's start-up log, or the exception chain it raised."""
+        return self.generations_dir / f"{safe_name(arm, 'arm name')}{REFUSED_LOG_SUFFIX}"
 
     def scores(self, arm: str) -> Path:
         """An arm's seeded score rows."""

@@ -91,6 +91,18 @@ def check_same_plan(run_a: Path, run_b: Path) -> None:
         )
 
 
+def check_two_runs(run_a: Path, run_b: Path) -> None:
+    """The two sides must be two runs (BadInputError, exit 2): a run's identity is its run id, so a
+    byte copy of a run under another directory name is the same run, not a second one agreeing
+    with it."""
+    id_a, id_b = read_bundle(run_a).get("run_id"), read_bundle(run_b).get("run_id")
+    if isinstance(id_a, str) and id_a == id_b:
+        raise BadInputError(
+            f"{run_a} and {run_b} are the same run (run id {id_a}): a copy under another name is not a "
+            "second run; compare two runs of the plan"
+        )
+
+
 def _plan_text(plan: Any) -> str:
     if not isinstance(plan, dict):
         return "unknown"
@@ -124,6 +136,7 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path, keys: Sequence[
     require_ledger(ledger_path)
     check_keys_used((run_a, run_b), keys)
     summaries = [verify_side(path, ledger_path, keys) for path in (run_a, run_b)]
+    check_two_runs(run_a, run_b)  # after: a re-signed copy is refused by its verification first
     dirs = (RunDir(run_a), RunDir(run_b))
     analysis_a, analysis_b = (read_analysis(run.analysis) for run in dirs)
     sides = {

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
+from capsule.evidence.arm_records import check_arm_records
 from capsule.evidence.bundle import (
     BUNDLE_SCHEMA,
     PREDICATE_TYPE,
@@ -29,23 +30,18 @@ from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public
 from capsule.evidence.trust import SignerVerdict, check_signer
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.jsonio import parse_json, read_input_bytes
+from capsule.generation.refused_arms import RunFacts
 from capsule.prereg.anchor import anchored_entries, check_anchor
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import ImportEntry
 from capsule.run_dir import (
     BUNDLE,
     ENVELOPE,
-    GENERATIONS,
     MANIFEST,
-    META_SUFFIX,
     PLAN_COPY,
     PUBLIC_KEY,
-    REFUSED_SUFFIX,
     RunDir,
 )
-
-SIDECAR_SUFFIXES = (META_SUFFIX, REFUSED_SUFFIX)  # an arm's sidecar, or its refusal record
-
 
 @dataclass(frozen=True)
 class VerifySummary:
@@ -179,10 +175,9 @@ def _check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]]
 def _check_machine(run_dir: Path, bundle: dict[str, Any], listed: list[dict[str, Any]]) -> None:
     """The signed `manifest_digest` must be the digest of the run's manifest.json (its canonical JSON,
     as `capsule.machine.manifest.manifest_digest` computes it): a manifest edited and signed again
-    with the old facts is refused. And every arm's sidecar that names the machine its rows were
-    generated on (its `manifest_digest` and each segment's; a resume on another fingerprint is
-    refused when it starts) must name this one: an arm generated on another machine and copied into
-    the run before it was signed is refused. Their bytes were checked against the bundle already."""
+    with the old facts is refused. Then every arm sidecar and refusal record is read whole against
+    this run and machine (`capsule.evidence.arm_records`). Their bytes were checked already."""
+    gpu_count = None
     if any(item["path"] == MANIFEST for item in listed):
         manifest = parse_json(RunDir(run_dir).manifest.read_bytes(), str(RunDir(run_dir).manifest),
                               error=VerificationError)
@@ -192,24 +187,10 @@ def _check_machine(run_dir: Path, bundle: dict[str, Any], listed: list[dict[str,
                 f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
                 f"{bundle['manifest_digest']} (the manifest was changed after the run recorded it)"
             )
-    for item in listed:
-        if not item["path"].startswith(f"{GENERATIONS}/") or not item["path"].endswith(SIDECAR_SUFFIXES):
-            continue
-        sidecar = parse_json((run_dir / item["path"]).read_bytes(), item["path"], error=VerificationError)
-        if not isinstance(sidecar, dict):
-            continue
-        segments = sidecar.get("segments")
-        named = [sidecar.get("manifest_digest")] + [
-            segment.get("manifest_digest")
-            for segment in (segments if isinstance(segments, list) else [])
-            if isinstance(segment, dict)
-        ]
-        other = next((d for d in named if d is not None and d != bundle["manifest_digest"]), None)
-        if other is not None:
-            raise VerificationError(
-                f"{item['path']}: generated on machine fingerprint {other}, not this run's "
-                f"{bundle['manifest_digest']} (an arm from another run or machine was put in this run)"
-            )
+        gpus = manifest.get("gpus") if isinstance(manifest, dict) else None
+        gpu_count = len(gpus) if isinstance(gpus, list) else 0
+    facts = RunFacts(bundle["run_id"], bundle["plan"]["sha256"], bundle["manifest_digest"])
+    check_arm_records(run_dir, listed, facts, gpu_count)
 
 
 def _load_ledger(ledger_path: Path) -> Ledger:

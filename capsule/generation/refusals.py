@@ -12,7 +12,10 @@ failure: the run stops with one `Error:` line naming the arm, and everything wri
 from __future__ import annotations
 
 import re
+import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from capsule.errors import CapsuleError
 from capsule.prereg.backend_specs import SPECS, Refusal
@@ -21,13 +24,21 @@ _LOG_TAIL = 200_000  # characters of a start-up log searched (the end, where the
 
 
 class BackendRefusedError(CapsuleError):
-    """A backend refused an arm's settings at load time; `message` is the engine's own words."""
+    """A backend refused an arm's settings at load time; `message` is the engine's own words.
+
+    `refused` is the declared refusal it matched and `log` the evidence kept beside the record (the
+    engine's start-up log, or the formatted exception chain): `load_backend` sets both. One raised
+    without them (a backend's own check that no declaration covers) is a failure, not a result."""
 
     exit_code = 2
 
-    def __init__(self, arm: str, backend: str, message: str, why: str = "") -> None:
+    def __init__(
+        self, arm: str, backend: str, message: str, why: str = "", *,
+        refused: Refused | None = None, log: str = "",
+    ) -> None:
         super().__init__(f"arm {arm!r}: backend {backend!r} refused its settings: {message}")
         self.arm, self.backend, self.message, self.why = arm, backend, message, why
+        self.refused, self.log = refused, log
 
 
 @dataclass(frozen=True)
@@ -77,13 +88,17 @@ def _in_log(refusal: Refusal, log: str) -> str | None:
     return found
 
 
-def refusal_of(backend: str, error: BaseException) -> Refused | None:
-    """The declared refusal of `backend` that `error` is (None: it is a failure, not a refusal)."""
+def refusal_of(backend: str, error: BaseException, arm: Mapping[str, Any] | None = None) -> Refused | None:
+    """The declared refusal of `backend` that `error` is (None: it is a failure, not a refusal).
+    With `arm` (its plain data), only a refusal that applies to the arm's settings counts
+    (`Refusal.applies_to`): an engine refusing a setting the arm did not ask for has failed."""
     spec = SPECS.get(backend)
     if spec is None:
         return None
     chain = _chain(error)
     for refusal in spec.refusals:
+        if arm is not None and not refusal.applies_to(arm):
+            continue
         for exc in chain:
             if type(exc).__name__ == refusal.exception:
                 text = exc.message if isinstance(exc, BackendRefusedError) else str(exc)
@@ -97,3 +112,12 @@ def refusal_of(backend: str, error: BaseException) -> Refused | None:
                 if message:
                     return Refused(refusal, message)
     return None
+
+
+def refusal_evidence(error: BaseException) -> str:
+    """What is kept beside a refusal record as its evidence: the engine's start-up log where one
+    is attached to the error's chain (a child process refused), else the formatted exception chain."""
+    logs = [log for exc in _chain(error) if (log := startup_log_of(exc))]
+    if logs:
+        return logs[0][-_LOG_TAIL:]
+    return "".join(traceback.format_exception(error))

