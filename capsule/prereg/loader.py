@@ -283,8 +283,13 @@ def parse_plan(text: str, path: Path) -> Plan:
 
 
 def plan_file(path: Path) -> Path:
-    """The plan.toml a path names: the file itself, or `plan.toml` inside a directory."""
-    return path / PLAN_FILE if path.is_dir() else path
+    """The plan.toml a path names: the file itself, or `plan.toml` inside a directory; a path that
+    cannot be looked at (a name too long, a loop of links) is bad input."""
+    try:
+        return path / PLAN_FILE if path.is_dir() else path
+    except OSError as error:
+        problem = error.strerror or error
+        raise BadInputError(f"{path}: cannot be a plan ({problem}); give a plan's path") from None
 
 
 def load_plan(path: Path) -> Plan:
