@@ -50,6 +50,10 @@ def base_url(url: str) -> str:
         raise BadInputError(f"--endpoint {url!r}: not a URL ({error}); {fix}") from None
     if parts.scheme not in ("http", "https") or not url.startswith(("http://", "https://")):
         raise BadInputError(f"--endpoint {url!r}: {fix}")
+    host = parts.netloc.rpartition("@")[2]
+    after_ipv6 = host.partition("]")[2] if host.startswith("[") else ""
+    if after_ipv6 and not (after_ipv6[0] == ":" and after_ipv6[1:].isdigit()):
+        port_ok = False  # `http://[::1]x`: urlsplit reads no port and no error
     if not parts.hostname or not port_ok or any(c.isspace() or ord(c) < 32 for c in url):
         raise BadInputError(f"--endpoint {url!r}: no host, a bad port or a blank in it; {fix}")
     return url if url.endswith("/v1") else url + "/v1"
