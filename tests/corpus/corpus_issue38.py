@@ -21,6 +21,7 @@ from corpus_files import FIFO, Symlink
 
 SMOKE = "{w}/prereg/smoke"
 LEDGER = "{w}/prereg/ledger.jsonl"
+SEAL = ("prereg", "seal", SMOKE + "/plan.toml", "--note", "x", "--ledger", LEDGER)
 LONG = "n" * 256  # one more than a file name may hold
 #: CPU devices of throughput.toml with a figure for every smoke arm (no host probe needed).
 DEVICES = ("xeon-avx512-2c", "epyc-f26-avx512-2c", "epyc-avx2-2c")
@@ -38,7 +39,8 @@ BAD_ENDPOINTS = (
     "http:127.0.0.1", "127.0.0.1:8000/v1", "localhost:8000", "//127.0.0.1:8000/v1", "/v1", "",
     " ", "http://a b/v1", "http://h/v1 x", "http://h\t/v1", "http://h\n/v1", "http://h\x00/v1",
     "HTTP//h", "htp://h/v1", "http//h:8000", "http:\\\\h\\v1", "\\\\h\\share",
-    "http://h:8000:8001/v1", "http://h:65535x/v1", "http://[::1]:99999/v1", "http://[::1]:-5", "http://h: 80/v1",
+    "http://h:8000:8001/v1", "http://h:65535x/v1", "http://[::1]:99999/v1", "http://[::1]:-5",
+    "http://h: 80/v1",
     "https://h:0x50/v1", "http://h:８０/v1", "file:///dev/zero", "file:///proc/self/environ", "ssh://h/v1",
     "sftp://h/v1", "ldap://h/v1", "dict://h:11211/", "tcp://127.0.0.1:8000", "s3://bucket/v1",
 )  # fmt: skip
@@ -81,9 +83,29 @@ def lane_and_endpoint_cases(bases: Any, case: Any, directory: Any) -> Iterator[A
             args = ("plan", "cost", SMOKE, "--gpu", device, "--lanes", lanes, "--ledger", LEDGER)
             yield case("options", f"plan cost --gpu {device} --lanes {lanes[:30]}", "ledger", (), args, 2)
     for url in BAD_ENDPOINTS:
-        generate = ("generate", "--backend", "server", "--endpoint", url, "--first", "1", "--out", "{w}/new-run")
+        generate = (
+            "generate",
+            "--backend",
+            "server",
+            "--endpoint",
+            url,
+            "--first",
+            "1",
+            "--out",
+            "{w}/new-run",
+        )
         yield case("options", f"generate --endpoint {url!r}", "generations", (), generate, 2)
-        reproduce = ("reproduce", "--plan", SMOKE, "--endpoint", url, "--ledger", LEDGER, "--results", "{w}/res")
+        reproduce = (
+            "reproduce",
+            "--plan",
+            SMOKE,
+            "--endpoint",
+            url,
+            "--ledger",
+            LEDGER,
+            "--results",
+            "{w}/res",
+        )
         yield case("options", f"reproduce --endpoint {url!r}", "ledger", (), reproduce, 2)
 
 
@@ -115,9 +137,10 @@ def ledger_file_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
             flag = "--into" if "--into" in args and args[args.index("--into") + 1] == "{L}" else "--ledger"
             yield case("ledger", f"{' '.join(args[:2])} {flag} {label}", base, files, line, code)
     for name, data in (("empty", b""), ("torn", b'{"seq": 1')):
-        yield case("ledger", f"prereg verify of a {name} ledger with no plan beside it", "ledger",
-                   ((f"victim/{name}.jsonl", data),), ("prereg", "verify", "--ledger", f"{{w}}/victim/{name}.jsonl"),
-                   2)  # fmt: skip
+        laid = ((f"victim/{name}.jsonl", data),)
+        args = ("prereg", "verify", "--ledger", f"{{w}}/victim/{name}.jsonl")
+        label = f"prereg verify of a {name} ledger with no plan beside it"
+        yield case("ledger", label, "ledger", laid, args, 2)
 
 
 def loop_and_long_name_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
@@ -127,14 +150,15 @@ def loop_and_long_name_cases(bases: Any, case: Any, directory: Any) -> Iterator[
         ("generations", "g.jsonl", ("score", "{w}/g.jsonl", "-o", "{w}/s.jsonl")),
         ("generations", "doc.md", ("check-numbers", "{w}/doc.md")),
         ("manifest", "a.json", ("manifest", "diff", "{w}/a.json", "{w}/b.json")),
-        ("plan", "prereg/smoke/plan.toml", ("prereg", "seal", "{w}/prereg/smoke/plan.toml", "--note", "x",
-                                            "--ledger", "{w}/prereg/ledger.jsonl")),  # fmt: skip
+        ("plan", "prereg/smoke/plan.toml", SEAL),
         ("harness", "in.jsonl", ("import-samples", "lm-eval", "{w}/in.jsonl", "--out", "{w}/out")),
         ("report", "run/analysis.json", ("report", "{w}/run", "--no-plots")),
     )
     for base, relative, args in inputs:
         laid = ((relative, Symlink("{w}/" + relative)),)
-        yield case("special-input", f"{' '.join(args[:2])} with {relative} a loop of links", base, laid, args, 2)
+        yield case(
+            "special-input", f"{' '.join(args[:2])} with {relative} a loop of links", base, laid, args, 2
+        )
     plan_args = (
         ("prereg", "seal", "{P}", "--note", "x", "--ledger", LEDGER),
         ("plan", "cost", "{P}", "--gpu", DEVICES[0], "--ledger", LEDGER),
@@ -142,8 +166,11 @@ def loop_and_long_name_cases(bases: Any, case: Any, directory: Any) -> Iterator[
         ("fetch", "model", "--plan", "{P}"),
     )
     for args in plan_args:
-        for label, path in (("named too long", "{w}/" + LONG), ("in a folder named too long", f"{{w}}/{LONG}/plan.toml"),
-                            ("plan.toml named too long", f"{SMOKE}/{LONG}")):  # fmt: skip
+        for label, path in (
+            ("named too long", "{w}/" + LONG),
+            ("in a folder named too long", f"{{w}}/{LONG}/plan.toml"),
+            ("plan.toml named too long", f"{SMOKE}/{LONG}"),
+        ):
             line = tuple(arg.replace("{P}", path) for arg in args)
             yield case("special-input", f"{' '.join(args[:2])} of a plan {label}", "ledger", (), line, 2)
     for args in (("score", "{w}/" + LONG), ("check-numbers", "{w}/" + LONG),
@@ -154,12 +181,13 @@ def loop_and_long_name_cases(bases: Any, case: Any, directory: Any) -> Iterator[
 
 def hub_repo_cases(bases: Any, case: Any, directory: Any) -> Iterator[Any]:
     """The smoke plan as a hub model whose `repo` is no hub id; sealing it must refuse the id."""
-    seal = ("prereg", "seal", "{w}/prereg/smoke/plan.toml", "--note", "x", "--ledger", "{w}/prereg/ledger.jsonl")
     for repo in BAD_REPOS:
         plan = copy.deepcopy(bases.plan)
         plan["model"].update(source="hub", repo=repo, revision="a" * 40)
         data = corpus_toml.dumps(plan).encode()
-        yield case("plan-names", f"model.repo {repo[:40]!r}", "plan", (("prereg/smoke/plan.toml", data),), seal, 2)
+        yield case(
+            "plan-names", f"model.repo {repo[:40]!r}", "plan", (("prereg/smoke/plan.toml", data),), SEAL, 2
+        )
 
 
 ISSUE38_GENERATORS = (
