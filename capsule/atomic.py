@@ -24,13 +24,25 @@ def _fsync_dir(directory: Path) -> None:
 
 def check_output_dir(path: Path, what: str) -> None:
     """Refuse an output directory that is a symbolic link (dangling or not: an output is never
-    written through one) or an existing path that is not a directory; BadInputError naming `what`."""
+    written through one), an existing path that is not a directory, one under a regular file, or one
+    that cannot be looked at (a name too long); BadInputError naming `what`."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as error:
+        raise BadInputError(
+            f"{path}: cannot be the {what} ({error.strerror or error}); choose another path"
+        ) from None
     if os.path.islink(path):
         raise BadInputError(
             f"{path}: is a symbolic link; the {what} is never written through one: give a real directory"
         )
     if os.path.lexists(path) and not path.is_dir():
         raise BadInputError(f"{path}: exists and is not a directory; give a new path for the {what}")
+    existing = next((parent for parent in path.parents if os.path.lexists(parent)), None)
+    if existing is not None and not existing.is_dir():
+        raise BadInputError(f"{path}: cannot make the {what} here, {existing} is a file; choose another path")
 
 
 def make_directory(path: Path, what: str, mode: int = 0o777) -> None:

@@ -98,6 +98,20 @@ def model_file_problem(value: object) -> str | None:
     return f"{value!r} is not a plain file name of the model directory (must match {MODEL_FILE_RE.pattern})"
 
 
+#: A hub repository id, `org/name`: each part starts with a letter or digit and holds letters,
+#: digits and `_.-` (at most 96 characters, the hub's own bound), never `..` or `--` (the hub refuses
+#: both, and `..` would climb out of the cache directory the id names).
+HUB_REPO_RE = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
+def hub_repo_problem(value: object) -> str | None:
+    """Why `value` cannot be a hub repository id (None when it can): not `org/name` by `HUB_REPO_RE`,
+    or holding `..` or `--`."""
+    if isinstance(value, str) and HUB_REPO_RE.fullmatch(value) and ".." not in value and "--" not in value:
+        return None
+    return f"{value!r} is not a hub repository id (org/name: letters, digits and _.-, no '..' or '--')"
+
+
 def safe_name(value: str, what: str) -> str:
     """`value` if it obeys `NAME_RE`, else BadInputError naming `what` (e.g. "arm name")."""
     problem = name_problem(value)

@@ -23,6 +23,7 @@ capsule's own `BadInputError` or `VerificationError`; no other module of either 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -235,6 +236,8 @@ def read_bytes(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     except IsADirectoryError:
         raise JsonInputError(str(path), f"is a directory, not a {what}") from None
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise JsonInputError(str(path), f"is a loop of symbolic links; give the {what} itself") from None
         raise JsonInputError(str(path), f"cannot read the {what} ({error.strerror or error})") from None
     info = os.fstat(descriptor)
     problem = None

@@ -6,6 +6,7 @@ the scorer never fetches anything.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def score_file(
     the run's own score writer, so both give the same bytes); by default one JSON object a line.
     """
     target = output if output is not None else default_output(generations)
-    if target.resolve() == generations.resolve():
+    if os.path.realpath(target) == os.path.realpath(generations):  # a link loop: the reader refuses it
         raise ScorerInputError(
             f"{target}: output would overwrite the generations file; pass another --out"
         )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -44,9 +43,8 @@ from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import DTYPES, Claim, Decoding, Model, Plan
 from capsule.prereg.sealing import RATIONALE
 from capsule.prereg.tables import one_of
-from capsule.run_dir import safe_name
+from capsule.run_dir import hub_repo_problem, safe_name
 
-HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # The scorer-sanity answers every plan in this repository ships (the same 14 hand-written lines).
 STANDARD_COMPLIANT = Path("smoke") / COMPLIANT_FILE  # relative to the prereg directory
 HEADER = """# Written by `capsule plan new`: the claim arm, the standard contrasts and the scorer controls.
@@ -125,7 +123,7 @@ def _split_model(text: str) -> tuple[Path | None, str, str]:
     if local.is_dir():
         return local, "", ""
     repo, _at, revision = text.partition("@")
-    if not HUB_ID_RE.match(repo):
+    if hub_repo_problem(repo) is not None:
         raise BadInputError(f"--model {text!r}: no such directory, and not a hub id (org/name@revision)")
     if not revision:
         raise BadInputError(

@@ -10,6 +10,7 @@ from capsule.authoring.devices import Device, DeviceTable, device_table, match_d
 from capsule.authoring.response_lengths import length_models
 from capsule.authoring.sizing import estimate_plan
 from capsule.errors import BadInputError, CapsuleError, VerificationError
+from capsule.prereg.engine_sharing import check_lane_count
 from capsule.prereg.ledger import require_sealed
 from capsule.prereg.loader import load_plan
 
@@ -58,7 +59,8 @@ def plan_cost_lines(
     plan_path: Path, ledger_path: Path, gpu: str | None, lanes: int, gpu_count: int = 1
 ) -> list[str]:
     """`capsule plan cost`'s lines for a sealed plan on device `gpu` (default: this host's).
-    An unsealed or malformed plan, or an unknown device, is bad input (exit 2)."""
+    An unsealed or malformed plan, an unknown device, or more lanes than the plan has units to
+    run side by side (`check_lane_count`, as `reproduce --lanes`) is bad input (exit 2)."""
     table = device_table()
     device = table.device(gpu if gpu is not None else host_device(table))
     try:
@@ -66,5 +68,6 @@ def plan_cost_lines(
     except VerificationError as error:
         raise BadInputError(f"{error}; `capsule plan cost` prices sealed plans only") from error
     plan = load_plan(plan_path)
+    check_lane_count(plan, lanes)
     estimate = estimate_plan(plan, table, device, length_models(), gpu_count)
     return cost_lines(estimate, str(plan_path), lanes)

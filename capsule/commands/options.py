@@ -10,6 +10,8 @@ from the named environment variable when the arm starts and is never written any
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,18 +30,34 @@ LEDGER_HELP = "The hash-chain ledger plans are sealed in; entry paths are relati
 
 
 class LedgerFile(click.Path):
-    """A ledger file's path: it need not exist (an absent ledger is an empty one), but a directory is
-    refused before the command starts, in one `Error:` line (exit 2) that every command shares."""
+    """A ledger file's path: it need not exist (an absent ledger is an empty one), but a directory, a
+    FIFO or device (a FIFO would block, /dev/zero never ends, /dev/null reads as an empty ledger) and
+    a path that cannot be looked at (a loop of links, a name too long) are refused before the
+    command starts, in one `Error:` line (exit 2) that every command shares."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """The path, or BadInputError when it names a directory."""
-        if Path(value).is_dir():
-            flag = param.opts[0] if param is not None else "--ledger"
+        """The path, or BadInputError when it names anything but a regular file or nothing."""
+        flag = param.opts[0] if param is not None else "--ledger"
+        try:
+            mode: int | None = os.stat(value).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            mode = None
+        except OSError as error:
+            raise BadInputError(
+                f"ledger {value}: cannot be looked at ({error.strerror or error}); "
+                f"give {flag} the path of ledger.jsonl"
+            ) from None
+        if mode is not None and stat.S_ISDIR(mode):
             raise BadInputError(
                 f"ledger {value} is not a file (a directory); give {flag} the path of ledger.jsonl"
+            )
+        if mode is not None and not stat.S_ISREG(mode):
+            raise BadInputError(
+                f"ledger {value} is not a regular file (a FIFO, a device or a socket); "
+                f"give {flag} the path of ledger.jsonl"
             )
         return super().convert(value, param, ctx)
 
@@ -100,6 +118,20 @@ def results_option(help: str, *, default: Path | None = RESULTS_ROOT) -> Decorat
     )
 
 
+class EndpointURL(click.ParamType):
+    """`--endpoint`'s URL, checked (`server_endpoint.base_url`: http or https, a host, a valid port)
+    when the options are parsed, so a malformed one is refused before any run directory opens."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The URL as given, or BadInputError naming what is wrong with it."""
+        from capsule.generation.backends.server_endpoint import base_url
+
+        base_url(str(value))
+        return value
+
+
 def endpoint_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--endpoint URL` and `--endpoint-key-env NAME` to a click command (parameters `endpoint`
     and `endpoint_key_env`), shared by `capsule generate` and `capsule reproduce`."""
@@ -111,6 +143,7 @@ def endpoint_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
     return click.option(
         "--endpoint",
+        type=EndpointURL(),
         default=None,
         metavar="URL",
         help="Server arms: send requests to this OpenAI-compatible endpoint (e.g. http://host:8000/v1) "

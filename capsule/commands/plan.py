@@ -126,8 +126,6 @@ def cost(plan_path: Path | None, gpu: str | None, lanes: int, gpu_count: int, le
     """Print what a sealed PLAN costs on a device: per arm, tokens expected and at most, throughput,
     minutes and the arithmetic; then the total, sequential and with lanes (which arms in which lane,
     the critical path), and every figure's source."""
-    if lanes < 1:
-        raise BadInputError(f"--lanes {lanes}: at least 1 (arms run side by side on that many lanes)")
     if gpu_count < 1:
         raise BadInputError(f"--gpu-count {gpu_count}: at least 1")
     if gpu == "help":

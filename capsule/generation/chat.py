@@ -55,7 +55,14 @@ class HFChatTokenizer:
         except ImportError as error:
             raise UnavailableError(f"rendering chat templates needs transformers: {error}") from error
         self.model_dir = model_dir
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        except ImportError as error:  # a tokenizer class whose package is not installed (sentencepiece)
+            missing = error.name or str(error).split("\n")[0]
+            raise UnavailableError(
+                f"{model_dir}: its tokenizer needs a package not installed here ({missing}); "
+                "install it in the capsule's environment, or use a model with a tokenizer.json"
+            ) from None
         template = self.tokenizer.chat_template
         if not isinstance(template, str) or not template:
             raise BadInputError(f"{model_dir}: the tokenizer has no chat template (chat_template.jinja)")

@@ -39,10 +39,10 @@ from capsule.prereg.engine_sharing import (
     LaneUnit,
     Shard,
     batch_count,
+    check_lane_count,
     gather_shares,
     lane_units,
     split_units,
-    splittable,
 )
 from capsule.prereg.plan import Arm, Plan
 
@@ -101,17 +101,10 @@ def parse_gpus(text: str | None) -> tuple[int, ...]:
 
 def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) -> None:
     """Refuse, before anything is generated, a lane count below 1 or above the most units the plan
-    can be cut into (`most_units`), a `--gpus` index this machine does not have (or `--gpus`
-    without a GPU), and lanes sharing a GPU whose vLLM arms lack a fixed `kv_cache_memory_bytes`.
+    can be cut into (`engine_sharing.check_lane_count`), a `--gpus` index this machine does not have
+    (or `--gpus` without a GPU), and lanes sharing a GPU whose vLLM arms lack a fixed `kv_cache_memory_bytes`.
     `gpu_count`: NVML's (None: probe)."""
-    most = most_units(plan)
-    if options.count < 1:
-        raise BadInputError(f"--lanes {options.count}: at least 1 (1 runs the arms one after another)")
-    if options.count > most:
-        raise BadInputError(
-            f"--lanes {options.count}: plan {plan.name} has at most {most} units to run side by side "
-            f"(engine runs, and the batches of its transformers arms); use --lanes {most} or fewer"
-        )
+    check_lane_count(plan, options.count)
     if gpu_count is None:
         gpu_count = len(probe_gpus()["gpus"])
     if options.gpus and gpu_count == 0:
@@ -136,13 +129,6 @@ def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) 
             f"depend on their neighbours: give one GPU per lane (--gpus with {options.count} indices) "
             "or run them with --lanes 1"
         )
-
-
-def most_units(plan: Plan) -> int:
-    """The most lanes the plan can keep busy: each engine run, with every transformers arm that
-    may be split (`splittable`) cut into one share per batch."""
-    runs = lane_units(plan.arms)
-    return sum(batch_count(plan, run[0]) if len(run) == 1 and splittable(run[0]) else 1 for run in runs)
 
 
 def _listed(indices: tuple[int, ...]) -> str:

@@ -32,8 +32,9 @@ from capsule.jsonio import read_json_object
 from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
-from capsule.prereg.ledger import Ledger, utc_now, write_entry_copy
+from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, utc_now, write_entry_copy
 from capsule.prereg.ledger_entries import FileRecord
+from capsule.prereg.loader import PLAN_FILE
 from capsule.run_dir import RunDir
 
 Say = Callable[[str], None]  # where the pipeline tells the user what it is doing (one line each)
@@ -151,13 +152,27 @@ def open_run_dir(
 
 def _refuse_inside_a_run(path: Path, option: str) -> None:
     """Refuse a run directory inside another run (`generate --dry-run --out RUN` makes RUN/dry-run/):
-    a run's files are its own, and a signed run with one more file no longer verifies."""
+    a run's files are its own, and a signed run with one more file no longer verifies. Refuse one
+    that is, or lies inside, a prereg folder (`prereg/` holding the ledger) or a plan's folder: sealed files
+    live there, and a run is never one of them."""
     for parent in Path(path).absolute().parents:
         if RunDir(parent).record.is_file() or RunDir(parent).bundle.is_file():
             raise BadInputError(
                 f"{path}: lies inside the run directory {parent}; a run never holds another: "
                 f"choose a {option} outside it"
             )
+    here = Path(path).absolute()
+    for folder in (here, *here.parents):
+        if folder.name == DEFAULT_LEDGER.parent.name and (folder / DEFAULT_LEDGER.name).is_file():
+            what = "a prereg folder (it holds the ledger)"
+        elif (folder / PLAN_FILE).is_file():
+            what = "a plan's folder"
+        else:
+            continue
+        raise BadInputError(
+            f"{path}: {'is' if folder == here else 'lies inside'} {folder}, {what}; runs are never "
+            f"written among sealed files: choose a {option} under results/ or runs/"
+        )
 
 
 #: What a run holds from its opening alone (`_open_at`, `copy_plan`, `start_manifest`, an ad-hoc

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capsule.errors import BadInputError
 from capsule.pins import IFEVAL_PROMPTS_N
 from capsule.prereg.plan import Arm, Plan
 
@@ -165,3 +166,23 @@ def lane_units(arms: tuple[Arm, ...] | list[Arm]) -> list[list[Arm]]:
         else:
             units.append(run)
     return units
+
+
+def most_units(plan: Plan) -> int:
+    """The most lanes the plan can keep busy: each engine run, with every transformers arm that
+    may be split (`splittable`) cut into one share per batch."""
+    runs = lane_units(plan.arms)
+    return sum(batch_count(plan, run[0]) if len(run) == 1 and splittable(run[0]) else 1 for run in runs)
+
+
+def check_lane_count(plan: Plan, count: int) -> None:
+    """Refuse (BadInputError) a `--lanes` count below 1 or above the most units the plan can be cut
+    into (`most_units`): the one lane-count rule of `reproduce --lanes` and `plan cost --lanes`."""
+    if count < 1:
+        raise BadInputError(f"--lanes {count}: at least 1 (1 runs the arms one after another)")
+    most = most_units(plan)
+    if count > most:
+        raise BadInputError(
+            f"--lanes {count}: plan {plan.name} has at most {most} units to run side by side "
+            f"(engine runs, and the batches of its transformers arms); use --lanes {most} or fewer"
+        )

@@ -375,7 +375,8 @@ def write_entry_copy(path: Path, entry: Entry) -> None:
 
 def verify_ledger(path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledger:
     """Load and verify a ledger, check that every file it records is present (plainly), and that every
-    plan in its directory is sealed. A ledger file that does not exist is an error (BadInputError)."""
+    plan in its directory is sealed. A ledger file that does not exist, or holds no entry (and no plan
+    beside it), is an error (BadInputError)."""
     path = Path(path)
     if not path.is_file():
         what = "is not a file" if path.exists() else "does not exist"
@@ -383,7 +384,12 @@ def verify_ledger(path: Path = DEFAULT_LEDGER, root: Path | None = None) -> Ledg
     ledger = Ledger.load(path, root)
     ledger.verify()
     ledger.check_presence()
-    ledger.check_coverage(path.parent)
+    ledger.check_coverage(path.parent)  # an empty ledger beside plans: those plans are unsealed
+    if not ledger.entries:
+        raise BadInputError(
+            f"ledger {path} holds no entry; give --ledger the ledger.jsonl plans were "
+            "sealed in (an empty one has nothing to verify)"
+        )
     return ledger
 
 

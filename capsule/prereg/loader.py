@@ -32,7 +32,7 @@ from capsule.prereg.plan import (
     VerdictRule,
 )
 from capsule.prereg.tables import Section
-from capsule.run_dir import model_file_problem, name_problem
+from capsule.run_dir import hub_repo_problem, model_file_problem, name_problem
 
 PLAN_FILE = "plan.toml"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -89,6 +89,8 @@ def parse_model(top: Section) -> Model:
     if source == "hub":
         s.keys(MODEL_KEYS[0] + HUB_KEYS)
         repo = s.text("repo")
+        if (problem := hub_repo_problem(repo)) is not None:
+            raise s.fail(f"'repo' {problem}; write the model's id as the hub shows it")
         revision = s.text("revision")
         if not re.match(r"^[0-9a-f]{40}$", revision):
             raise s.fail(f"'revision' must be a full 40-hex commit, got {revision!r}")
@@ -281,8 +283,13 @@ def parse_plan(text: str, path: Path) -> Plan:
 
 
 def plan_file(path: Path) -> Path:
-    """The plan.toml a path names: the file itself, or `plan.toml` inside a directory."""
-    return path / PLAN_FILE if path.is_dir() else path
+    """The plan.toml a path names: the file itself, or `plan.toml` inside a directory; a path that
+    cannot be looked at (a name too long, a loop of links) is bad input."""
+    try:
+        return path / PLAN_FILE if path.is_dir() else path
+    except OSError as error:
+        problem = error.strerror or error
+        raise BadInputError(f"{path}: cannot be a plan ({problem}); give a plan's path") from None
 
 
 def load_plan(path: Path) -> Plan:

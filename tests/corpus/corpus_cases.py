@@ -40,6 +40,7 @@ from capsule.prereg.loader import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import corpus_issue38  # noqa: E402
 import corpus_sweep  # noqa: E402
 import corpus_toml  # noqa: E402
 from corpus_files import Special  # noqa: E402
@@ -701,7 +702,9 @@ def all_cases(bases: Bases) -> list[Case]:
     """Every case, in a stable order, with unique ids."""
     cases = [case for generate in GENERATORS for case in generate(bases)]
     cases += [
-        case for generate in corpus_sweep.SWEEP_GENERATORS for case in generate(bases, _sweep_case, DIRECTORY)
+        case
+        for generate in corpus_sweep.SWEEP_GENERATORS + corpus_issue38.ISSUE38_GENERATORS
+        for case in generate(bases, _sweep_case, DIRECTORY)
     ]
     seen: Counter[str] = Counter()
     unique = []

@@ -128,7 +128,7 @@ def test_the_corpus_is_large_and_covers_every_loader() -> None:
         ", ".join(f"{k} {v}" for k, v in by_loader.items()),
         f"total {len(CASES)}",
     )
-    assert len(CASES) >= 2500
+    assert len(CASES) >= 3000
     assert set(by_loader) == {
         "generations", "output", "plan", "ledger", "bundle", "manifest", "analysis",
         "special-input", "special-output", "harness", "plan-names", "options", "resign",

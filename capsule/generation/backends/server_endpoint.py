@@ -12,6 +12,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from capsule.errors import BadInputError, UnavailableError
 from capsule.prereg.backend_specs import endpoint_options
@@ -38,10 +39,23 @@ def endpoint_arm(arm: Arm) -> Arm:
 
 def base_url(url: str) -> str:
     """The endpoint's /v1 base: `http://h:8000`, `http://h:8000/` and `http://h:8000/v1` all give
-    `http://h:8000/v1`."""
+    `http://h:8000/v1`. Anything but an http(s) URL with a host and a valid port (`file:///etc/passwd`,
+    `http://[::1`, `http://h:99999`) is bad input: what `--endpoint` is checked with before a run opens."""
     url = url.rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise BadInputError(f"--endpoint {url!r}: give an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1")
+    fix = "give an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1"
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError as error:
+        raise BadInputError(f"--endpoint {url!r}: not a URL ({error}); {fix}") from None
+    if parts.scheme not in ("http", "https") or not url.startswith(("http://", "https://")):
+        raise BadInputError(f"--endpoint {url!r}: {fix}")
+    host = parts.netloc.rpartition("@")[2]
+    after_ipv6 = host.partition("]")[2] if host.startswith("[") else ""
+    if after_ipv6 and not (after_ipv6[0] == ":" and after_ipv6[1:].isdigit()):
+        port_ok = False  # `http://[::1]x`: urlsplit reads no port and no error
+    if not parts.hostname or not port_ok or any(c.isspace() or ord(c) < 32 for c in url):
+        raise BadInputError(f"--endpoint {url!r}: no host, a bad port or a blank in it; {fix}")
     return url if url.endswith("/v1") else url + "/v1"
 
 
