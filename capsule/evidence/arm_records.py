@@ -61,7 +61,8 @@ def _placement_problem(where: Mapping[str, Any], gpu_count: int | None) -> str |
                 and all(_is_int(s) and 1 <= s <= of for s in shares)):
             return f"batch_share {share!r} is not {{'shares': [1..of], 'of': n}}"
     batches = where.get("batches")
-    if batches is not None and not (isinstance(batches, list) and all(_is_int(b) and b >= 0 for b in batches)):
+    indices = isinstance(batches, list) and all(_is_int(b) and b >= 0 for b in batches)
+    if batches is not None and not indices:
         return f"batches {batches!r} is not a list of batch indices"
     return None
 
@@ -91,7 +92,9 @@ def sidecar_problem(sidecar: Any, manifest_digest: str, gpu_count: int | None) -
     return None
 
 
-def check_arm_records(run_dir: Path, listed: list[dict[str, Any]], facts: RunFacts, gpu_count: int | None) -> None:
+def check_arm_records(
+    run_dir: Path, listed: list[dict[str, Any]], facts: RunFacts, gpu_count: int | None
+) -> None:
     """Every sidecar and refusal record of the run's bundle file list, read whole (module doc);
     VerificationError naming the file and what is wrong."""
     names = {item["path"] for item in listed}
@@ -100,8 +103,8 @@ def check_arm_records(run_dir: Path, listed: list[dict[str, Any]], facts: RunFac
             continue
         data = (run_dir / path).read_bytes
         if path.endswith(META_SUFFIX):
-            problem = sidecar_problem(parse_json(data(), path, error=VerificationError), facts.manifest_digest,
-                                      gpu_count)
+            sidecar = parse_json(data(), path, error=VerificationError)
+            problem = sidecar_problem(sidecar, facts.manifest_digest, gpu_count)
             if problem is not None:
                 raise VerificationError(f"{path}: {problem}")
         elif path.endswith(REFUSED_SUFFIX):

@@ -28,9 +28,9 @@ from capsule.evidence.bundle import (
 )
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key, verify_envelope
 from capsule.evidence.trust import SignerVerdict, check_signer
+from capsule.generation.refused_arms import RunFacts
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.jsonio import parse_json, read_input_bytes
-from capsule.generation.refused_arms import RunFacts
 from capsule.prereg.anchor import anchored_entries, check_anchor
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import ImportEntry
@@ -42,6 +42,7 @@ from capsule.run_dir import (
     PUBLIC_KEY,
     RunDir,
 )
+
 
 @dataclass(frozen=True)
 class VerifySummary:

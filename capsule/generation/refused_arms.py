@@ -64,7 +64,9 @@ _TEXT_FIELDS = (
 )
 
 
-def parse_refusal(data: Mapping[str, Any], where: str, error: type[CapsuleError] = BadInputError) -> RefusalRecord:
+def parse_refusal(
+    data: Mapping[str, Any], where: str, error: type[CapsuleError] = BadInputError
+) -> RefusalRecord:
     """A refusal record's JSON as a `RefusalRecord`, or `error` naming the field that is missing or
     has the wrong type (a version-1 record is named as written by an older capsule)."""
     version = data.get("refusal_version")
@@ -174,7 +176,8 @@ def refusal_problem(
         (record.manifest_digest == facts.manifest_digest,
          f"it was written on machine fingerprint {record.manifest_digest}"),
         (log is not None, "its start-up log (.refused.log) is missing"),
-        (log is None or sha256_bytes(log) == record.log_sha256, "its start-up log does not have the recorded digest"),
+        (log is None or sha256_bytes(log) == record.log_sha256,
+         "its start-up log does not have the recorded digest"),
     ]
     return next((why for ok, why in checks if not ok), None)
 

@@ -147,7 +147,8 @@ def generate_arms(
         for arm in arms:
             refused = None if settings.retry_refused else check_run_refusal(run.dir, arm, facts)
             if refused is not None:
-                say(f"arm {arm.name}: refused before ({refused.message}); not retried (--retry-refused retries it)")
+                say(f"arm {arm.name}: refused before ({refused.message}); not retried "
+                    "(--retry-refused retries it)")
                 continue
             where = None if lane is None else Placement(lane.number, lane.device, lane.shard_of(arm.name))
             try:

@@ -62,8 +62,9 @@ def test_a_planted_three_field_refusal_is_never_read_as_a_result(repo_copy: Path
     resumed = _reproduce()
     assert resumed.exit_code == 2 and not run.is_bundled
     assert _errors(resumed) == [
-        f"Error: {run.refusal('fake-c').relative_to(repo_copy)}: refusal_version 1, expected 2 (written by an older capsule: it "
-        "holds no evidence); remove it, or rerun with --retry-refused to ask the backend again"
+        f"Error: {run.refusal('fake-c').relative_to(repo_copy)}: refusal_version 1, expected 2 (written by "
+        "an older capsule: it holds no evidence); remove it, or rerun with --retry-refused to ask the "
+        "backend again"
     ]
     assert run.refusal("fake-c").read_text(encoding="utf-8") == json.dumps(PLANTED)  # nothing lost
 
@@ -72,7 +73,8 @@ def _forged_record(run: RunDir, arm: str, **changes: object) -> dict[str, object
     """A record as complete as a forger can write from what the run holds, for `arm`'s own settings."""
     genuine = json.loads(run.refusal("fake-no").read_text(encoding="utf-8"))
     own = run.generations_meta(arm)
-    settings = json.loads((own if own.exists() else run.generations_meta("fake-a")).read_text(encoding="utf-8"))["arm"]
+    source = own if own.exists() else run.generations_meta("fake-a")
+    settings = json.loads(source.read_text(encoding="utf-8"))["arm"]
     settings |= {"name": arm}
     if arm == "fake-c":
         settings["backend_options"] = {"crash": "later arm"}
@@ -85,7 +87,7 @@ def _forged_record(run: RunDir, arm: str, **changes: object) -> dict[str, object
 @pytest.mark.parametrize(
     ("arm", "words"),
     [
-        ("fake-c", "the refusal answers backend_options.refuse matching '.*', which the arm does not ask for"),
+        ("fake-c", "the refusal answers backend_options.refuse matching '.*', which the arm does not ask"),
         ("fake-b", "the same arm has rows or a sidecar beside it"),
     ],
 )
@@ -95,7 +97,8 @@ def test_a_well_formed_forged_refusal_is_refused_by_the_resume(repo_copy: Path, 
     resumed = _reproduce()
     assert resumed.exit_code == 2 and not run.is_bundled
     (line,) = _errors(resumed)
-    assert line.startswith(f"Error: {run.refusal(arm).relative_to(repo_copy)}: not this run's refusal of arm {arm!r} ({words}")
+    where = run.refusal(arm).relative_to(repo_copy)
+    assert line.startswith(f"Error: {where}: not this run's refusal of arm {arm!r} ({words}")
 
 
 def _signed_with_refusal(root: Path) -> RunDir:
