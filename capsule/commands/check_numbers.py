@@ -32,8 +32,9 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Pa
     """Re-render every <!-- capsule:numbers --> region of FILES from its run and compare it whole:
     numbers and verdicts one by one, then every word; any drift exits 3 with the line, what was found
     and what the run gives. A region with against=RUN quotes `capsule compare` of its two runs, which
-    are verified first; so is the run of every one-run region that is signed (its signature, files
-    and signer trusted by this ledger's rules, as `capsule verify` and `capsule compare` check)."""
+    are verified first; so is the run of every one-run region (its signature, files and signer
+    trusted by this ledger's rules, as `capsule verify` and `capsule compare` check). A region quoting
+    an unsigned run fails (exit 3), one quoting a dry run too (exit 2): neither is evidence."""
     from capsule.evidence.compare import comparison_renderer, verify_side
 
     result = check_files(list(files), run_dir, comparison_renderer(ledger_path, keys),
@@ -42,13 +43,13 @@ def check_numbers(files: tuple[Path, ...], run_dir: Path | None, ledger_path: Pa
         click.echo(str(drift))
     if result.drifts:
         raise VerificationError(
-            f"{len(result.drifts)} difference(s) from the run in {len(files)} file(s); "
-            "refresh them with `capsule report RUN_DIR --update FILE`"
+            f"{len(result.drifts)} difference(s) from the run in {len(files)} file(s); refresh a one-run "
+            "region with `capsule report RUN_DIR --update FILE`, a comparison region with "
+            "`capsule compare RUN_A RUN_B --update FILE`"
         )
-    unsigned = f"; {len(result.unsigned)} unsigned (numbers only, not evidence)" if result.unsigned else ""
     click.echo(
         f"ok: {result.facts} numbers and verdicts, {result.words} words in {result.regions} region(s) "
-        f"match their run; {result.verified} signed run(s) verified{unsigned}"
+        f"match their run; {result.verified} signed run(s) verified"
     )
     if result.unquoted:
         click.echo(f"no regions in {len(result.unquoted)} file(s): {', '.join(map(str, result.unquoted))}")

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
+from capsule.commands.options import ledger_option, pinned_keys_option
 from capsule.jsonio import dumps_document
 from capsule.machine.diff import format_diff
-from capsule.machine.manifest import build_manifest, diff_manifests, load_manifest, write_manifest
+from capsule.machine.manifest import build_manifest, diff_manifests, write_manifest
 
 
 @click.group(invoke_without_command=True)
@@ -69,11 +70,21 @@ def manifest(
     show_default=True,
     help="Exit 1 when a difference that can change numerics exists.",
 )
-def diff(a: Path, b: Path, as_json: bool, fail_on: str) -> None:
-    """Compare two manifests (files or run directories): what can change numerics, and what cannot."""
-    result = diff_manifests(load_manifest(a), load_manifest(b))
+@ledger_option("The ledger a run directory is verified against (it must exist).")
+@pinned_keys_option("Pin the public key PEM that signed a run directory (repeatable), as `verify --key`.")
+def diff(a: Path, b: Path, as_json: bool, fail_on: str, ledger_path: Path, keys: tuple[Path, ...]) -> None:
+    """Compare two manifests (files, or run directories, whose runs are verified first as `capsule
+    verify` checks them): what can change numerics, and what cannot. Exit 3 for a run directory that
+    is unsigned or fails verification."""
+    from capsule.evidence.run_manifests import diff_side
+
+    side_a, side_b = diff_side(a, ledger_path, keys), diff_side(b, ledger_path, keys)
+    for label, side in (("A", side_a), ("B", side_b)):
+        click.echo(f"{label}: {side.trust}", err=True)
+    result = diff_manifests(side_a.manifest, side_b.manifest)
     if as_json:
-        click.echo(dumps_document({"a": str(a), "b": str(b), **result.to_dict()}), nl=False)
+        trust = {"a": side_a.trust, "b": side_b.trust}
+        click.echo(dumps_document({"a": str(a), "b": str(b), "trust": trust, **result.to_dict()}), nl=False)
     else:
         click.echo(format_diff(result, label_a=str(a), label_b=str(b)), nl=False)
     if fail_on == "numerics" and result.has_numerics:

@@ -26,7 +26,7 @@ from capsule.report.numbers import update_file
     "--check",
     is_flag=True,
     help="Verify a signed run (as `capsule verify`, trust included), re-render RESULTS.md and compare "
-    "it with the file (exit 3 on a difference).",
+    "it with the file (exit 3 on a difference, or for an unsigned run, which is not evidence).",
 )
 @click.option(
     "--resign",

@@ -26,7 +26,7 @@ from capsule.analysis.compare import (
     comparison_verdicts,
 )
 from capsule.errors import BadInputError, VerificationError
-from capsule.evidence.finished import check_complete, read_bundle
+from capsule.evidence.finished import check_complete, check_not_dry_run, read_bundle
 from capsule.evidence.signing import fingerprint_of, read_public_key
 from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
 from capsule.jsonio import read_json
@@ -72,13 +72,18 @@ def verify_side(run_dir: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> 
     """The one place `compare` (and `check-numbers`, `report --check`) verifies a run: signature and
     every digest, the ledger entry when this repository's ledger records the run, and otherwise the
     same trust rule against that ledger; a key of `keys` that signed the run is pinned, as
-    `verify --key` pins it (VerificationError, exit 3, on any failure; a missing ledger is exit 2)."""
+    `verify --key` pins it (VerificationError, exit 3, on any failure; a missing ledger is exit 2).
+    A dry run is refused once its files verify (BadInputError, exit 2): signed or not, its rows are
+    random tokens, never evidence."""
     require_ledger(ledger_path)
     pinned = pinned_key_for(run_dir, keys)
     run_id = read_bundle(run_dir).get("run_id")
     if isinstance(run_id, str) and run_in_ledger(ledger_path, run_id):
-        return verify_run(run_dir, pubkey=pinned, ledger_path=ledger_path)
-    return verify_unrecorded(run_dir, ledger_path, pinned)
+        summary = verify_run(run_dir, pubkey=pinned, ledger_path=ledger_path)
+    else:
+        summary = verify_unrecorded(run_dir, ledger_path, pinned)
+    check_not_dry_run(run_dir)
+    return summary
 
 
 def check_same_plan(run_a: Path, run_b: Path) -> None:

@@ -6,6 +6,7 @@ one line (BadInputError, exit 2) naming what is missing, rather than compared on
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +49,18 @@ def check_complete(run_dir: Path) -> list[str]:
     return arms
 
 
-def check_not_dry_run(run_dir: Path, arms: list[str]) -> None:
+def check_not_dry_run(run_dir: Path, arms: Iterable[str] | None = None) -> None:
     """Refuse a dry run (BadInputError, exit 2): a run any of whose arms ran on the fake backend while
     its plan (the run's own plan.toml copy) declares another. Its rows are random tokens, whatever
-    ledger it was signed against, so it is never evidence to import."""
+    ledger it was signed against, so it is never evidence: not imported, compared or quoted.
+    `arms`: the arms to look at (default: every arm of the plan that has a sidecar)."""
     run = RunDir(run_dir)
     try:
         declared = plan_arm_backends(run.plan.read_bytes(), run.plan)
     except OSError as error:
         raise BadInputError(f"{run.plan}: the run's plan copy cannot be read ({error.strerror})") from None
-    for arm in arms:
+    names = list(arms) if arms is not None else [a for a in declared if run.generations_meta(a).is_file()]
+    for arm in names:
         meta = read_json(run.generations_meta(arm), "generations meta")
         ran = {
             (meta.get(part) or {}).get(key) if isinstance(meta.get(part), dict) else None
@@ -66,5 +69,6 @@ def check_not_dry_run(run_dir: Path, arms: list[str]) -> None:
         if FAKE_BACKEND in ran and declared.get(arm) != FAKE_BACKEND:
             raise BadInputError(
                 f"{run.generations_meta(arm)}: arm {arm} ran on the fake backend, its plan declares "
-                f"{declared.get(arm)!r}: a dry run (random tokens) is never imported; run the plan for real"
+                f"{declared.get(arm)!r}: a dry run (random tokens) is never evidence (never imported, "
+                "compared or quoted); run the plan for real"
             )

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capsule.atomic import write_text_atomic
-from capsule.errors import BadInputError
+from capsule.errors import BadInputError, VerificationError
 from capsule.jsonio import read_input_text
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.report.document import BLOCKS, ReportInput, load_run, render_block
@@ -251,12 +251,22 @@ class CheckResult:
     words: int = 0
     #: Files given with no region at all (documentation pages that quote no run), checked for nothing.
     unquoted: tuple[Path, ...] = ()
-    verified: int = 0  # one-run regions' signed runs verified (signature, files, trust)
-    unsigned: tuple[Path, ...] = ()  # one-run regions' runs with no signature: numbers only
+    verified: int = 0  # the regions' signed runs verified (signature, files, trust; dry runs refused)
 
 
 def _read(path: Path) -> str:
     return read_input_text(path, "document")
+
+
+def require_signed(region: Region, run_dir: Path) -> None:
+    """A region's run must be signed (VerificationError, exit 3, naming the region): the numbers of an
+    unsigned run are whatever its analysis.json says now, edited with its RESULTS.md or not."""
+    if not RunDir(run_dir).envelope.is_file():
+        raise VerificationError(
+            f"{region.path}:{region.open_line}: quotes run {run_dir}, which is not signed (no "
+            f"{RunDir(run_dir).envelope.name}): an unsigned run's numbers are not evidence; quote a signed "
+            "run (finish this one with `capsule reproduce`)"
+        )
 
 
 def check_files(paths: list[Path], run: Path | None = None, comparison: ComparisonRenderer | None = None,
@@ -264,8 +274,9 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
     """Check every marked region of `paths` against its run (or `run` for every one-run region): its
     facts one by one, then, where they all match, its words (see the module docstring). A comparison
     region (against=) is checked against its own two runs, rendered by `comparison`. `verify`: called
-    once on each one-run region's run that is signed (it raises for a run that does not verify, an
-    untrusted signer among the reasons); a run with no signature is listed in `unsigned`.
+    once on each one-run region's run (it raises for a run that does not verify, an untrusted signer
+    among the reasons); a region quoting a run with no signature fails (VerificationError, exit 3):
+    an unsigned run's numbers can be edited with its analysis and report, so they are not evidence.
 
     Files without a region are allowed beside files with one, so a whole set of pages
     (`README.md docs/*.md`) can be checked as the pages come and go; they are named in the result.
@@ -274,7 +285,6 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
     """
     cache: dict[Path, ReportInput] = {}
     checked: set[Path] = set()
-    unsigned: list[Path] = []
     regions = facts_total = words_total = 0
     drifts: list[Drift | WordDrift] = []
     unquoted: list[Path] = []
@@ -285,14 +295,13 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
         for region in found:
             if region.against is not None:
                 rendered = _render_comparison_region(region, comparison)
+                checked.update((region.run_dir(), region.against_dir()))  # both verified by `comparison`
             else:
                 run_dir = region.run_dir(run)
                 if verify is not None and run_dir not in checked:
                     checked.add(run_dir)
-                    if RunDir(run_dir).envelope.is_file():
-                        verify(run_dir)
-                    else:
-                        unsigned.append(run_dir)
+                    require_signed(region, run_dir)
+                    verify(run_dir)
                 data = cache.setdefault(run_dir, load_run(run_dir))
                 rendered = render_block(region.block, data)
             fact_drifts = compare(region, rendered)
@@ -304,8 +313,8 @@ def check_files(paths: list[Path], run: Path | None = None, comparison: Comparis
     if regions == 0:
         named = ", ".join(str(path) for path in paths)
         raise BadInputError(f"{named}: no <!-- capsule:numbers run=... block=... --> regions to check")
-    return CheckResult(regions, facts_total, drifts, words_total, verified=len(checked) - len(unsigned),
-                       unsigned=tuple(unsigned), unquoted=tuple(unquoted))
+    return CheckResult(regions, facts_total, drifts, words_total, verified=len(checked),
+                       unquoted=tuple(unquoted))
 
 
 def _render_comparison_region(region: Region, comparison: ComparisonRenderer | None) -> str:

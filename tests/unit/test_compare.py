@@ -8,7 +8,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from run_pair import PLAN, REPO, copy_run, dry_run, edit_row, new_root, record_start, set_manifest, sign
+from run_pair import (
+    PLAN,
+    REPO,
+    as_if_run_for_real,
+    copy_run,
+    dry_run,
+    edit_row,
+    new_root,
+    record_start,
+    set_manifest,
+    sign,
+)
 
 from capsule.cli import cli
 from capsule.hashing import sha256_file
@@ -21,14 +32,14 @@ ARM = "hf-bf16-b4"
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """A repository root whose ledger records one dry run of the smoke plan (a local run), and a
-    second dry run made in another root (a run not recorded in this ledger), signed there by the
+    """A repository root whose ledger records one run of the smoke plan (a local run), and a
+    second run made in another root (a run not recorded in this ledger), signed there by the
     collaborator's key this ledger trusts, whose start this ledger recorded (a `start` entry: a key a
     `signers` entry added signs only runs whose start the ledger decides; test_forgery)."""
     root = new_root(tmp_path_factory.mktemp("repo"))
-    run = dry_run(root)
+    run = as_if_run_for_real(dry_run(root))  # a dry run is never compared (test_forgery_checkers)
     sign(run, root / "prereg" / "ledger.jsonl")
-    elsewhere = dry_run(new_root(tmp_path_factory.mktemp("elsewhere")))
+    elsewhere = as_if_run_for_real(dry_run(new_root(tmp_path_factory.mktemp("elsewhere"))))
     record_start(elsewhere, root / "prereg" / "ledger.jsonl")  # its start is this ledger's, not its word
     sign(elsewhere, None)
     return root, run, elsewhere

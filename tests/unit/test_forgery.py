@@ -322,7 +322,7 @@ def test_5f_a_dry_run_is_never_imported(repo: Path, tmp_path: Path) -> None:
     shutil.copytree(dry, target)
     before = (repo / "prereg" / "ledger.jsonl").read_bytes()
     result = invoke("import", str(target.relative_to(repo)), "--ledger", str(fork_ledger))
-    assert result.exit_code == 2 and "a dry run (random tokens) is never imported" in result.stderr
+    assert result.exit_code == 2 and "a dry run (random tokens) is never evidence" in result.stderr
     assert (repo / "prereg" / "ledger.jsonl").read_bytes() == before
 
 

@@ -138,8 +138,9 @@ def test_cli_diff_table_json_and_fail_on(tmp_path: Path) -> None:
     assert "NVIDIA H200" in result.output
 
     result = runner.invoke(cli, ["manifest", "diff", str(CPU_EXAMPLE), str(H200_EXAMPLE), "--json"])
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     assert payload["numerics_relevant"] is True
+    assert payload["trust"]["a"].startswith("a manifest file, not verified")
     assert "gpu_system.driver_version" in {row["path"] for row in payload["numerics"]}
 
     result = runner.invoke(
@@ -148,14 +149,18 @@ def test_cli_diff_table_json_and_fail_on(tmp_path: Path) -> None:
     assert result.exit_code == 1
 
 
-def test_cli_diff_accepts_run_directories(tmp_path: Path) -> None:
+def test_cli_diff_refuses_unsigned_run_directories(tmp_path: Path) -> None:
+    """A run directory's manifest is diffed only once its run verifies (tests/unit/test_forgery_checkers);
+    an unsigned one is refused, its manifest file diffed as a plain file."""
     for name in ("run-a", "run-b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / MANIFEST).write_bytes(CPU_EXAMPLE.read_bytes())
-    result = CliRunner().invoke(
-        cli, ["manifest", "diff", str(tmp_path / "run-a"), str(tmp_path / "run-b"), "--fail-on", "numerics"]
-    )
-    assert result.exit_code == 0 and "No differences." in result.output
+    runs = [str(tmp_path / "run-a"), str(tmp_path / "run-b")]
+    refused = CliRunner().invoke(cli, ["manifest", "diff", *runs])
+    assert refused.exit_code == 3 and "not signed" in refused.stderr
+    files = [str(Path(run) / MANIFEST) for run in runs]
+    result = CliRunner().invoke(cli, ["manifest", "diff", *files, "--fail-on", "numerics"])
+    assert result.exit_code == 0 and "No differences." in result.stdout and "not verified" in result.stderr
 
 
 def test_cli_diff_rejects_bad_manifest(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from reference_runs import V2_RUN
 from test_report_support import make_run
 
 from capsule.cli import cli
@@ -13,12 +14,22 @@ from capsule.errors import BadInputError
 from capsule.report.document import load_run, render_block, write_report
 from capsule.report.numbers import Drift, WordDrift, check_files, facts, find_regions, update_file
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = make_run(tmp_path_factory.mktemp("numbers"))
     write_report(run, plots=False)
     return run
+
+
+@pytest.fixture
+def signed_run(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The committed v2 reference run (signed, in this checkout's ledger), cwd the repository root: the
+    command verifies every region's run, and only a signed run is evidence."""
+    monkeypatch.chdir(REPO)
+    return V2_RUN
 
 
 def _readme(tmp_path: Path, run: Path, body: str = "", block: str = "headline") -> Path:
@@ -98,9 +109,17 @@ def test_a_changed_word_is_drift_but_reflowed_lines_are_not(run: Path, tmp_path:
     assert drifts and all(isinstance(d, Drift) and d.found is None for d in drifts)  # facts reported first
 
 
-def test_check_numbers_command_names_the_first_differing_words(run: Path, tmp_path: Path) -> None:
-    rendered = render_block("summary", load_run(run))
-    path = _readme(tmp_path, run, rendered.replace("Changing", "Flipping", 1) + "\n", "summary")
+def test_check_numbers_command_names_the_first_differing_words(
+    signed_run: Path, tmp_path: Path
+) -> None:
+    rendered = render_block("summary", load_run(signed_run))
+    assert "Changing" in rendered
+    path = tmp_path / "README.md"
+    path.write_text(
+        f"<!-- capsule:numbers run={signed_run} block=summary -->\n"
+        f"{rendered.replace('Changing', 'Flipping', 1)}\n<!-- /capsule:numbers -->\n",
+        encoding="utf-8",
+    )
     result = CliRunner().invoke(cli, ["check-numbers", str(path)])
     assert result.exit_code == 3
     (line,) = [line for line in result.stdout.splitlines() if line]
@@ -152,23 +171,30 @@ def test_region_without_run_needs_the_run_option(run: Path, tmp_path: Path) -> N
     assert check_files([path], run).drifts == []
 
 
-def test_check_numbers_command(run: Path, tmp_path: Path) -> None:
+def test_check_numbers_command(signed_run: Path, tmp_path: Path) -> None:
+    """The command on a signed, committed run (an unsigned run's regions fail: test_forgery_checkers):
+    ok, then a number changed by hand is drift (exit 3) naming what was found and expected."""
     runner = CliRunner()
-    ok = runner.invoke(cli, ["check-numbers", str(run / "RESULTS.md")])
-    assert ok.exit_code == 0 and ok.output.startswith("ok: ")
+    results = signed_run / "RESULTS.md"
+    ok = runner.invoke(cli, ["check-numbers", str(results)])
+    assert ok.exit_code == 0 and ok.output.startswith("ok: ") and "1 signed run(s) verified" in ok.output
+    text = results.read_text(encoding="utf-8")
+    first = find_regions(results, text)[0]
+    line, fact = facts(first.body, first.open_line + 1)[0]
+    lines = text.splitlines(keepends=True)
+    lines[line - 1] = lines[line - 1].replace(fact, "999.99", 1)
     drifted = tmp_path / "RESULTS.md"
-    drifted.write_text(
-        (run / "RESULTS.md").read_text(encoding="utf-8").replace("| 40/40 |", "| 41/40 |", 1),
-        encoding="utf-8",
-    )
-    bad = runner.invoke(cli, ["check-numbers", str(drifted), "--run", str(run)])
-    assert bad.exit_code == 3 and "found 41, expected 40" in bad.output
+    drifted.write_text("".join(lines), encoding="utf-8")
+    bad = runner.invoke(cli, ["check-numbers", str(drifted), "--run", str(signed_run)])
+    assert bad.exit_code == 3 and f"found 999.99, expected {fact}" in bad.output
     plain = tmp_path / "plain.md"
     plain.write_text("no markers 1.0\n", encoding="utf-8")
     assert runner.invoke(cli, ["check-numbers", str(plain)]).exit_code == 2
 
 
-def test_pages_without_regions_pass_beside_a_page_with_them_but_not_alone(run: Path, tmp_path: Path) -> None:
+def test_pages_without_regions_pass_beside_a_page_with_them_but_not_alone(
+    signed_run: Path, tmp_path: Path
+) -> None:
     """`capsule check-numbers README.md docs/*.md`: a docs page that quotes no run is named, not an
     error; a set of files none of which holds a region still is (it would check nothing)."""
     runner = CliRunner()
@@ -176,10 +202,11 @@ def test_pages_without_regions_pass_beside_a_page_with_them_but_not_alone(run: P
     plain.write_text("no markers 1.0\n", encoding="utf-8")
     other = tmp_path / "other.md"
     other.write_text("nothing quoted\n", encoding="utf-8")
-    ok = runner.invoke(cli, ["check-numbers", str(run / "RESULTS.md"), str(plain), str(other)])
+    results = signed_run / "RESULTS.md"
+    ok = runner.invoke(cli, ["check-numbers", str(results), str(plain), str(other)])
     assert ok.exit_code == 0, ok.output
     assert ok.output.splitlines()[-1] == f"no regions in 2 file(s): {plain}, {other}"
-    assert check_files([run / "RESULTS.md", plain]).unquoted == (plain,)
+    assert check_files([results, plain]).unquoted == (plain,)
     alone = runner.invoke(cli, ["check-numbers", str(plain), str(other)])
     assert alone.exit_code == 2 and "no <!-- capsule:numbers" in alone.output
 

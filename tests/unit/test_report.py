@@ -188,11 +188,13 @@ def test_report_command_writes_checks_and_protects_signed_runs(tmp_path: Path) -
     result = runner.invoke(cli, ["report", str(run), "--no-plots"])
     assert result.exit_code == 0, result.output
     assert (run / "RESULTS.md").is_file()
-    assert runner.invoke(cli, ["report", str(run), "--check"]).exit_code == 0
+    assert check_report(run) == []
     results = run / "RESULTS.md"
     results.write_text(results.read_text(encoding="utf-8").replace("78.07", "78.08"), encoding="utf-8")
+    assert any("78.08" in line for line in check_report(run))
+    # An unsigned run's report agreeing with its analysis proves nothing: both can be edited.
     checked = runner.invoke(cli, ["report", str(run), "--check"])
-    assert checked.exit_code == 3 and "78.08" in checked.output
+    assert checked.exit_code == 3 and "not signed" in checked.stderr and "not evidence" in checked.stderr
     (run / "bundle.json").write_text("{}", encoding="utf-8")
     refused = runner.invoke(cli, ["report", str(run), "--no-plots"])
     assert refused.exit_code == 2 and "is signed" in refused.output

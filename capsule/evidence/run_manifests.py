@@ -1,0 +1,46 @@
+"""The manifests `capsule manifest diff` compares: a run directory's only once the run verifies.
+
+A manifest file on its own (what `capsule manifest --out` writes on a machine) is a fingerprint,
+read as it is and labelled unverified. A run directory's manifest is the signed fingerprint of the
+machine that made the run, so the run is verified first exactly as `compare` verifies a side
+(`capsule.evidence.compare.verify_side`: signature, every file, the ledger's trust rule, no dry run):
+a run whose manifest was edited after signing, or that is not signed, is refused, not diffed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capsule.errors import VerificationError
+from capsule.evidence.compare import verify_side
+from capsule.machine.manifest import load_manifest
+from capsule.run_dir import RunDir
+
+
+@dataclass(frozen=True)
+class DiffSide:
+    """One side of a manifest diff: the manifest, and one line saying why it can be believed."""
+
+    manifest: dict[str, Any]
+    trust: str
+
+
+def diff_side(path: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> DiffSide:
+    """The manifest at `path` (a manifest file, or a run directory whose run must verify against
+    `ledger_path`, `keys` pinned as `verify --key`), with its trust line. VerificationError (exit 3)
+    for an unsigned or failing run directory; BadInputError (exit 2) for a dry run or a bad file."""
+    if not path.is_dir():
+        return DiffSide(load_manifest(path), "a manifest file, not verified (a run directory's is)")
+    run = RunDir(path)
+    if not run.manifest.is_file():  # not a run directory at all: the reader's one-line refusal (exit 2)
+        load_manifest(path)
+    if not run.envelope.is_file():
+        raise VerificationError(
+            f"{path}: not signed (no {run.envelope.name}), so its manifest is not evidence of the machine "
+            f"that made it; diff a signed run, or its manifest file as a plain file ({run.manifest})"
+        )
+    summary = verify_side(path, ledger_path, keys)
+    return DiffSide(load_manifest(path), f"run {summary.run_id} verified, trusted {summary.trusted_by}")
