@@ -35,8 +35,9 @@ from typing import Any, cast
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.evidence.finished import check_complete, check_not_dry_run, read_bundle
+from capsule.evidence.ledger_checks import check_ledger
 from capsule.evidence.trust import check_signer
-from capsule.evidence.verify import VerifySummary, check_ledger, verify_run
+from capsule.evidence.verify import VerifySummary, verify_run
 from capsule.hashing import sha256_file
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import BundleEntry, ImportEntry, RunRecord

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.bundle import BundleResult, make_bundle
+from capsule.evidence.ledger_checks import check_trust
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
-from capsule.evidence.verify import check_trust, verify_run, verify_signed_state
+from capsule.evidence.verify import verify_run, verify_signed_state
 from capsule.faults import crash_point
 from capsule.jsonio import read_json_object
 from capsule.locks import hold

@@ -33,8 +33,6 @@ verified first, against the ledger given to the check). Those regions are writte
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,203 +40,14 @@ from pathlib import Path
 from capsule.atomic import write_text_atomic
 from capsule.errors import BadInputError, VerificationError
 from capsule.jsonio import read_input_text
-from capsule.report.comparison import COMPARISON_BLOCKS
-from capsule.report.document import BLOCKS, ReportInput, load_run, render_block
+from capsule.report.document import ReportInput, load_run, render_block
+from capsule.report.drift import Drift, WordDrift, compare, compare_words, facts, words
+from capsule.report.regions import Region, find_regions
 from capsule.run_dir import RunDir
-
-OPEN = re.compile(r"<!--\s*capsule:numbers\b(?P<attrs>.*?)-->")
-CLOSE = re.compile(r"<!--\s*/capsule:numbers\s*-->")
-ATTR = re.compile(r"(\w+)=(\S+)")
-ATTRIBUTES = ("run", "block", "against")
-#: A fact: a verdict word in capitals, or a number (sign, decimals, exponent) not glued to a word.
-FACT = re.compile(
-    r"NOT REPRODUCED|NOT RUN\b|\b(?:REPRODUCED|UNDERPOWERED|FAILED|DIFFER|INDISTINGUISHABLE)\b"
-    r"|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])"
-)
-
 
 #: Renders a comparison block: (block, run A, run B, the names the marker gives them) -> text.
 #: The commands pass `capsule.evidence.compare.render_comparison_block`, which verifies both runs.
 ComparisonRenderer = Callable[[str, Path, Path, tuple[str, str]], str]
-
-
-@dataclass(frozen=True)
-class Region:
-    """One marked region: the line numbers (1-based) of its markers, its attributes and body."""
-
-    path: Path
-    open_line: int
-    close_line: int
-    run: str | None
-    block: str
-    body: list[str]
-    against: str | None = None  # a second run: the region quotes the two runs' comparison
-
-    def run_dir(self, override: Path | None = None) -> Path:
-        """The run this region is checked against: `override`, else `run=` relative to the file."""
-        if override is not None:
-            return override
-        if self.run is None:
-            raise BadInputError(
-                f"{self.path}:{self.open_line}: marker names no run=; add run=DIR or pass --run"
-            )
-        return (self.path.parent / self.run).resolve()
-
-    def against_dir(self) -> Path:
-        """The second run of a comparison region, relative to the file."""
-        assert self.against is not None
-        return (self.path.parent / self.against).resolve()
-
-
-@dataclass(frozen=True)
-class Drift:
-    """A fact that differs: where, what the file says and what the run gives (None: absent)."""
-
-    path: Path
-    line: int
-    block: str
-    found: str | None
-    expected: str | None
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line} (block {self.block})"
-        if self.found is None:
-            return f"{where}: missing {self.expected}, which the run gives here"
-        if self.expected is None:
-            return f"{where}: found {self.found}, which the run does not give"
-        return f"{where}: found {self.found}, expected {self.expected}"
-
-
-def facts(lines: list[str], first_line: int = 1) -> list[tuple[int, str]]:
-    """(line number, fact) for every fact in `lines`, in reading order."""
-    return [(first_line + i, m.group(0)) for i, line in enumerate(lines) for m in FACT.finditer(line)]
-
-
-def find_regions(path: Path, text: str) -> list[Region]:
-    """Every marked region of `text` (read from `path`); BadInputError for unclosed or nested
-    markers, unknown attributes or blocks, naming the file and line."""
-    regions: list[Region] = []
-    lines = text.split("\n")
-    opened: tuple[int, dict[str, str]] | None = None
-    for number, line in enumerate(lines, start=1):
-        start, end = OPEN.search(line), CLOSE.search(line)
-        if start:
-            if opened is not None:
-                raise BadInputError(
-                    f"{path}:{number}: a capsule:numbers region opens inside the one at line {opened[0]}"
-                )
-            attrs = dict(ATTR.findall(start.group("attrs")))
-            unknown = sorted(set(attrs) - set(ATTRIBUTES))
-            if unknown:
-                raise BadInputError(
-                    f"{path}:{number}: unknown marker attribute(s) {', '.join(unknown)}; "
-                    f"allowed: {', '.join(ATTRIBUTES)}"
-                )
-            known, kind = (
-                (COMPARISON_BLOCKS, "comparison block (a region with against=)") if "against" in attrs
-                else (BLOCKS, "report block")
-            )
-            if attrs.get("block") not in known:
-                raise BadInputError(
-                    f"{path}:{number}: block={attrs.get('block')!r} is not a {kind}; "
-                    f"use one of: {', '.join(known)}"
-                )
-            if "against" in attrs and "run" not in attrs:
-                raise BadInputError(f"{path}:{number}: a region with against= needs run= too")
-            opened = (number, attrs)
-        elif end:
-            if opened is None:
-                raise BadInputError(
-                    f"{path}:{number}: a closing capsule:numbers marker without an opening one"
-                )
-            first, attrs = opened
-            regions.append(
-                Region(
-                    path, first, number, attrs.get("run"), attrs["block"], lines[first : number - 1],
-                    attrs.get("against"),
-                )
-            )
-            opened = None
-    if opened is not None:
-        raise BadInputError(
-            f"{path}:{opened[0]}: capsule:numbers region is never closed (<!-- /capsule:numbers -->)"
-        )
-    return regions
-
-
-def compare(region: Region, rendered: str) -> list[Drift]:
-    """The drifts between a region's body and the block as rendered now, fact by fact."""
-    found = facts(region.body, region.open_line + 1)
-    expected = [fact for _, fact in facts(rendered.split("\n"))]
-    drifts: list[Drift] = []
-    matcher = difflib.SequenceMatcher(None, [f for _, f in found], expected, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            continue
-        span = max(i2 - i1, j2 - j1)
-        for offset in range(span):
-            i, j = i1 + offset, j1 + offset
-            if i < i2:
-                line = found[i][0]
-            elif i2 > i1:  # more expected than found: after the last fact replaced
-                line = found[i2 - 1][0]
-            elif i1 > 0:  # only missing facts: just after the fact found before them
-                line = found[i1 - 1][0]
-            else:
-                line = found[0][0] if found else region.close_line
-            drifts.append(
-                Drift(
-                    region.path,
-                    line,
-                    region.block,
-                    found[i][1] if i < i2 else None,
-                    expected[j] if j < j2 else None,
-                )
-            )
-    return drifts
-
-
-@dataclass(frozen=True)
-class WordDrift:
-    """The first words of a region that differ from the rendering (the region's facts all match)."""
-
-    path: Path
-    line: int
-    block: str
-    found: str  # the region's words there ("" when the region lacks words the run gives)
-    expected: str  # the rendering's words there ("" when the region has words the run does not give)
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line} (block {self.block}): the text differs from what the run renders"
-        if not self.found:
-            return f"{where}: missing {self.expected!r}"
-        if not self.expected:
-            return f"{where}: found {self.found!r}, which the run does not give"
-        return f"{where}: found {self.found!r}, expected {self.expected!r}"
-
-
-_SHOWN_WORDS = 6  # how many differing words a WordDrift quotes, each side
-
-
-def words(lines: list[str], first_line: int = 1) -> list[tuple[int, str]]:
-    """(line number, word) for every whitespace-separated word of `lines`, in reading order."""
-    return [(first_line + i, word) for i, line in enumerate(lines) for word in line.split()]
-
-
-def compare_words(region: Region, rendered: str) -> WordDrift | None:
-    """The first difference between the region's words and the rendering's, or None if they agree."""
-    found = words(region.body, region.open_line + 1)
-    expected = [word for _, word in words(rendered.split("\n"))]
-    matcher = difflib.SequenceMatcher(None, [w for _, w in found], expected, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            continue
-        line = found[min(i1, len(found) - 1)][0] if found else region.close_line
-        return WordDrift(
-            region.path, line, region.block,
-            " ".join(w for _, w in found[i1:i2][:_SHOWN_WORDS]), " ".join(expected[j1:j2][:_SHOWN_WORDS]),
-        )
-    return None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from test_report_support import make_run
 from capsule.cli import cli
 from capsule.errors import BadInputError
 from capsule.report.document import load_run, render_block, write_report
-from capsule.report.numbers import Drift, WordDrift, check_files, facts, find_regions, update_file
+from capsule.report.drift import Drift, WordDrift, facts
+from capsule.report.numbers import check_files, update_file
+from capsule.report.regions import find_regions
 
 REPO = Path(__file__).resolve().parents[2]
 

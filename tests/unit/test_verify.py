@@ -13,7 +13,7 @@ import pytest
 from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study, manifest_digest_of
 
 from capsule.errors import VerificationError
-from capsule.evidence import verify as verify_module
+from capsule.evidence import signed_files as verify_module  # where a run's files are hashed
 from capsule.evidence.bundle import make_bundle
 from capsule.evidence.signing import generate_keypair, generate_signer
 from capsule.evidence.verify import verify_run
