@@ -163,14 +163,16 @@ def test_keys_must_be_ascii_digits(tmp_path: Path, prompts_path: Path) -> None:
 
 
 def test_the_reader_is_light() -> None:
-    """`capsule.jsonio` (every capsule command) pulls no scorer module but the reader and its errors."""
+    """`capsule.jsonio` (every capsule command) pulls no scorer module but the reader, its parser and
+    its errors."""
     import subprocess
 
     code = (
         "import sys, capsule.jsonio; print(sorted(m for m in sys.modules if m.startswith('ifeval_scorer')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['ifeval_scorer', 'ifeval_scorer.errors', 'ifeval_scorer.jsonl']"
+    expected = ["ifeval_scorer", "ifeval_scorer.errors", "ifeval_scorer.jsonl", "ifeval_scorer.strict_json"]
+    assert out.strip() == str(expected)
 
 
 @pytest.mark.parametrize(
