@@ -117,7 +117,8 @@ def _sums(metric_parts: Sequence[Part], counts: np.ndarray) -> list[tuple[np.nda
 
 def _statistic(sums: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     ratios = [np.divide(s_num, s_den, out=np.zeros_like(s_num), where=s_den > 0) for s_num, s_den in sums]
-    return np.mean(ratios, axis=0)
+    mean: np.ndarray = np.mean(ratios, axis=0)
+    return mean
 
 
 def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:

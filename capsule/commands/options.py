@@ -118,7 +118,7 @@ def results_option(help: str, *, default: Path | None = RESULTS_ROOT) -> Decorat
     )
 
 
-class EndpointURL(click.ParamType):
+class EndpointURL(click.ParamType[Any, Any]):
     """`--endpoint`'s URL, checked (`server_endpoint.base_url`: http or https, a host, a valid port)
     when the options are parsed, so a malformed one is refused before any run directory opens."""
 

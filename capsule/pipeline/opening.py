@@ -241,7 +241,8 @@ def _open_at(
 
 def run_plan_path(run_dir: Path, root: Path) -> Path:
     """The sealed plan a run was made from, as its run.json records it (relative to the repo root)."""
-    return root / read_run_record(run_dir)["plan_path"]
+    plan_path: str = read_run_record(run_dir)["plan_path"]
+    return root / plan_path
 
 
 def copy_plan(run: OpenRun, plan_bytes: bytes, seal: FileRecord) -> None:

@@ -132,7 +132,8 @@ def _checked_manifest(manifest: Any, path: Path) -> Mapping[str, Any] | None:
     Machine section would otherwise render `{}` or a manifest missing its GPU as if it were one."""
     if path.exists():
         validate_manifest(manifest, where=str(path))
-    return manifest
+    checked: Mapping[str, Any] | None = manifest
+    return checked
 
 
 def bundle_fingerprint(run_dir: Path) -> str | None:

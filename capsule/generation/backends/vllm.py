@@ -191,7 +191,7 @@ class VLLMBackend:
                         continue
                     i = index[output.request_id]
                     pending.discard(ids[i])
-                    first: Any = output.outputs[0]  # type: ignore[index]
+                    first: Any = output.outputs[0]
                     reason: Literal["stop", "length"] = (
                         "length" if first.finish_reason == "length" else "stop"
                     )
