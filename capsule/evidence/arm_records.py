@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import VerificationError
+from capsule.evidence.bundle_index import FileRecord
 from capsule.generation.refused_arms import RunFacts, parse_refusal, refusal_problem
 from capsule.jsonio import parse_json
 from capsule.run_dir import GENERATIONS, META_SUFFIX, REFUSED_LOG_SUFFIX, REFUSED_SUFFIX, ROWS_SUFFIX
@@ -93,11 +94,11 @@ def sidecar_problem(sidecar: Any, manifest_digest: str, gpu_count: int | None) -
 
 
 def check_arm_records(
-    run_dir: Path, listed: list[dict[str, Any]], facts: RunFacts, gpu_count: int | None
+    run_dir: Path, listed: tuple[FileRecord, ...], facts: RunFacts, gpu_count: int | None
 ) -> None:
     """Every sidecar and refusal record of the run's bundle file list, read whole (module doc);
     VerificationError naming the file and what is wrong."""
-    names = {item["path"] for item in listed}
+    names = {item.path for item in listed}
     for path in sorted(names):
         if not path.startswith(f"{GENERATIONS}/"):
             continue

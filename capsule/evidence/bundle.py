@@ -16,7 +16,6 @@ A `bundle` ledger entry then pins the envelope's bytes, which makes every byte o
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, VerificationError
+from capsule.evidence.bundle_index import BundleIndex, FileRecord, LedgerHeads, PlanRef, SignerRef
 from capsule.evidence.signing import SigningKey, fingerprint_of, public_key_pem, sign_payload
 from capsule.faults import crash_point
 from capsule.hashing import canonical_json, sha256_bytes, sha256_file
@@ -34,23 +34,8 @@ if TYPE_CHECKING:
     from capsule.prereg.ledger_entries import Entry
 
 BUNDLE_OUTPUTS = frozenset({BUNDLE, ENVELOPE, PUBLIC_KEY})  # top level of the run dir only
-BUNDLE_SCHEMA = "capsule.bundle/1"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:capsule:run-bundle:v1"
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    """One bundled file: its path relative to the run directory (POSIX), sha256 and size in bytes."""
-
-    path: str
-    sha256: str
-    size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form used in `bundle.json`."""
-        return {"path": self.path, "sha256": self.sha256, "size": self.size}
 
 
 @dataclass(frozen=True)
@@ -66,21 +51,6 @@ class BundleResult:
     n_files: int
     total_bytes: int
     ledger_entry: Entry | None
-
-
-def check_member_path(value: object, where: str) -> str:
-    """Return `value` if it is a plain relative POSIX path inside the run directory, else fail.
-
-    Rejects absolute paths, drive letters, backslashes, NUL, empty, `.` and `..` components, so a
-    crafted `bundle.json` can never make the verifier read outside the run directory.
-    """
-    if not isinstance(value, str) or not value:
-        raise VerificationError(f"{where}: file path {value!r} is not a non-empty string")
-    if value.startswith("/") or _DRIVE.match(value) or "\\" in value or "\x00" in value:
-        raise VerificationError(f"{where}: path {value!r} escapes the run directory (absolute / not POSIX)")
-    if any(part in ("", ".", "..") for part in value.split("/")):
-        raise VerificationError(f"{where}: path {value!r} escapes the run directory (or is not normalized)")
-    return value
 
 
 def list_run_files(run_dir: Path) -> list[str]:
@@ -117,12 +87,13 @@ def collect_files(run_dir: Path) -> list[FileRecord]:
     return records
 
 
-def build_statement(bundle: dict[str, Any], bundle_sha256: str) -> dict[str, Any]:
+def build_statement(index: BundleIndex, bundle_sha256: str) -> dict[str, Any]:
     """The in-toto Statement v1: one subject per bundled file; the predicate holds the run's facts."""
     subjects = [
-        {"name": item["path"], "digest": {"sha256": item["sha256"]}, "annotations": {"size": item["size"]}}
-        for item in bundle["files"]
+        {"name": item.path, "digest": {"sha256": item.sha256}, "annotations": {"size": item.size}}
+        for item in index.files
     ]
+    bundle = index.to_json()
     predicate = {key: bundle[key] for key in ("run_id", "plan", "manifest_digest", "ledger_heads", "key")}
     predicate["bundle_json_sha256"] = bundle_sha256
     return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
@@ -170,27 +141,24 @@ def _sign(run_dir: Path, facts: dict[str, str], key: SigningKey, ledger: Ledger 
         raise BadInputError(str(error)) from error
     fingerprint = fingerprint_of(key.public_key)
     run_id = facts["run_id"]
-    bundle = {
-        "schema": BUNDLE_SCHEMA,
-        "run_id": run_id,
-        "plan": {"path": facts["plan_path"], "sha256": facts["plan_sha256"]},
-        "manifest_digest": facts["manifest_digest"],
-        "ledger_heads": {
-            "at_start": facts["ledger_head_at_start"], "at_bundle": ledger.head() if ledger else None
-        },
-        "key": {"fingerprint": fingerprint, "keytype": "ed25519", "public_key_file": PUBLIC_KEY},
-        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "files": [record.to_dict() for record in files],
-    }
+    index = BundleIndex(
+        run_id=run_id,
+        plan=PlanRef(facts["plan_path"], facts["plan_sha256"]),
+        manifest_digest=facts["manifest_digest"],
+        ledger_heads=LedgerHeads(facts["ledger_head_at_start"], ledger.head() if ledger else None),
+        key=SignerRef(fingerprint, "ed25519", PUBLIC_KEY),
+        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        files=tuple(files),
+    )
     run = RunDir(run_dir)
     bundle_path = run.bundle
-    write_json_atomic(bundle_path, bundle)
+    write_json_atomic(bundle_path, index.to_json())
     crash_point("before-public-key")
     bundle_sha256 = sha256_file(bundle_path)
     public_path = run.public_key
     write_bytes_atomic(public_path, public_key_pem(key.public_key))
     crash_point("before-envelope")
-    envelope = sign_payload(canonical_json(build_statement(bundle, bundle_sha256)), key)
+    envelope = sign_payload(canonical_json(build_statement(index, bundle_sha256)), key)
     envelope_bytes = (canonical_json(envelope).decode("utf-8") + "\n").encode("utf-8")
     envelope_path = run.envelope
     write_bytes_atomic(envelope_path, envelope_bytes)

@@ -26,7 +26,8 @@ from capsule.analysis.compare import (
     comparison_verdicts,
 )
 from capsule.errors import BadInputError, VerificationError
-from capsule.evidence.finished import check_complete, check_not_dry_run, read_bundle
+from capsule.evidence.bundle_index import PlanRef, read_index_or_none
+from capsule.evidence.finished import check_complete, check_not_dry_run
 from capsule.evidence.signing import fingerprint_of, read_public_key
 from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
 from capsule.jsonio import read_json
@@ -55,8 +56,8 @@ def run_in_ledger(ledger_path: Path, run_id: str) -> bool:
 def pinned_key_for(run_dir: Path, keys: Sequence[Path]) -> Path | None:
     """The key among `keys` (public key PEMs given with `--key`) whose fingerprint is the one the run's
     bundle names as its signer, or None: each side of a comparison is pinned by its own key."""
-    signer = read_bundle(run_dir).get("key")
-    fingerprint = signer.get("fingerprint") if isinstance(signer, dict) else None
+    index = read_index_or_none(run_dir)
+    fingerprint = index.key.fingerprint if index is not None else None
     return next((key for key in keys if key_fingerprint(key) == fingerprint), None)
 
 
@@ -77,8 +78,8 @@ def verify_side(run_dir: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> 
     random tokens, never evidence."""
     require_ledger(ledger_path)
     pinned = pinned_key_for(run_dir, keys)
-    run_id = read_bundle(run_dir).get("run_id")
-    if isinstance(run_id, str) and run_in_ledger(ledger_path, run_id):
+    index = read_index_or_none(run_dir)
+    if index is not None and run_in_ledger(ledger_path, index.run_id):
         summary = verify_run(run_dir, pubkey=pinned, ledger_path=ledger_path)
     else:
         summary = verify_unrecorded(run_dir, ledger_path, pinned)
@@ -88,7 +89,7 @@ def verify_side(run_dir: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> 
 
 def check_same_plan(run_a: Path, run_b: Path) -> None:
     """Both runs must name the same plan path and bytes (BadInputError, exit 2)."""
-    plan_a, plan_b = read_bundle(run_a).get("plan"), read_bundle(run_b).get("plan")
+    plan_a, plan_b = (_plan_of(run) for run in (run_a, run_b))
     if plan_a != plan_b:
         raise BadInputError(
             f"{run_a} and {run_b} are runs of different plans ({_plan_text(plan_a)} vs "
@@ -100,18 +101,26 @@ def check_two_runs(run_a: Path, run_b: Path) -> None:
     """The two sides must be two runs (BadInputError, exit 2): a run's identity is its run id, so a
     byte copy of a run under another directory name is the same run, not a second one agreeing
     with it."""
-    id_a, id_b = read_bundle(run_a).get("run_id"), read_bundle(run_b).get("run_id")
-    if isinstance(id_a, str) and id_a == id_b:
+    id_a, id_b = (_run_id_of(run) for run in (run_a, run_b))
+    if id_a is not None and id_a == id_b:
         raise BadInputError(
             f"{run_a} and {run_b} are the same run (run id {id_a}): a copy under another name is not a "
             "second run; compare two runs of the plan"
         )
 
 
-def _plan_text(plan: Any) -> str:
-    if not isinstance(plan, dict):
-        return "unknown"
-    return f"{plan.get('path')} sha256 {str(plan.get('sha256'))[:12]}"
+def _plan_of(run_dir: Path) -> PlanRef | None:
+    index = read_index_or_none(run_dir)
+    return index.plan if index is not None else None
+
+
+def _run_id_of(run_dir: Path) -> str | None:
+    index = read_index_or_none(run_dir)
+    return index.run_id if index is not None else None
+
+
+def _plan_text(plan: PlanRef | None) -> str:
+    return "unknown" if plan is None else f"{plan.path} sha256 {plan.sha256[:12]}"
 
 
 def _manifest(run: RunDir) -> dict[str, Any]:
@@ -152,9 +161,9 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path, keys: Sequence[
         )
         for label, path, summary in zip(LABELS, (run_a, run_b), summaries, strict=True)
     }
-    plan = read_bundle(run_a).get("plan")
+    plan = _plan_of(run_a)
     return RunComparison(
-        plan if isinstance(plan, dict) else None,
+        None if plan is None else {"path": plan.path, "sha256": plan.sha256},
         sides,
         claim_verdicts(analysis_a, analysis_b),
         comparison_verdicts(analysis_a, analysis_b),

@@ -55,7 +55,7 @@ def export_run(run_dir: Path, *, out: Path, ledger_path: Path) -> ExportResult:
     record to its bundle entry into the new file `out`; see the module doc."""
     _refuse_existing(out, run_dir)
     run = verified_run(run_dir)
-    run_id, plan = run.summary.run_id, run.bundle["plan"]
+    run_id, plan = run.summary.run_id, run.bundle.plan
     ledger = load_verified(ledger_path, "ledger", files=True,
                            remedy="pass --ledger with the ledger the run was signed in")
     bundled = ledger.bundle_entries(run_id, run.envelope_sha256)
@@ -72,17 +72,17 @@ def export_run(run_dir: Path, *, out: Path, ledger_path: Path) -> ExportResult:
         )
     last = bundled[-1]
     records = [
-        e for e in ledger.plan_records(plan["path"]) if e.sha256 == plan["sha256"] and e.seq < last.seq
+        e for e in ledger.plan_records(plan.path) if e.sha256 == plan.sha256 and e.seq < last.seq
     ]
     if not records:
         raise VerificationError(
-            f"{ledger.path}: no seal or amend of the run's plan {plan['path']} (sha256 "
-            f"{plan['sha256'][:16]}) before its bundle entry {last.seq}"
+            f"{ledger.path}: no seal or amend of the run's plan {plan.path} (sha256 "
+            f"{plan.sha256[:16]}) before its bundle entry {last.seq}"
         )
     first = records[-1]
     lines = b"".join(entry_bytes(e) + b"\n" for e in ledger.entries[first.seq - 1 : last.seq])
     files = list_run_files(run_dir) + sorted(BUNDLE_OUTPUTS)
     make_directory(out.parent, "pack's directory")
-    size = write_pack(out, run_dir, files, run_id=run_id, plan_path=plan["path"], ledger_lines=lines,
+    size = write_pack(out, run_dir, files, run_id=run_id, plan_path=plan.path, ledger_lines=lines,
                       first_seq=first.seq, last_seq=last.seq)
     return ExportResult(out, run_id, len(files), size, first.seq, last.seq)

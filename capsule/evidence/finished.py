@@ -8,25 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from capsule.analysis.codec import read_analysis
-from capsule.errors import BadInputError, CapsuleError
+from capsule.errors import BadInputError
 from capsule.generation.store import arm_done, recorded_status
 from capsule.jsonio import read_json
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.prereg.loader import plan_arm_backends
 from capsule.run_dir import RunDir
-
-
-def read_bundle(run_dir: Path) -> dict[str, Any]:
-    """The run's bundle.json as a dict, or {} when it is missing or unreadable (verification says why)."""
-    path = RunDir(run_dir).bundle
-    try:
-        value = read_json(path, "bundle index")
-    except (OSError, CapsuleError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def check_complete(run_dir: Path) -> list[str]:

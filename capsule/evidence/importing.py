@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
-from capsule.evidence.finished import check_complete, check_not_dry_run, read_bundle
+from capsule.evidence.bundle_index import BundleIndex, PlanRef, read_index
+from capsule.evidence.finished import check_complete, check_not_dry_run
 from capsule.evidence.ledger_checks import check_ledger
 from capsule.evidence.trust import check_signer
 from capsule.evidence.verify import VerifySummary, verify_run
@@ -72,7 +73,7 @@ class VerifiedRun:
 
     run_dir: Path
     summary: VerifySummary
-    bundle: dict[str, Any]
+    bundle: BundleIndex
     envelope_sha256: str
 
 
@@ -135,19 +136,15 @@ def verified_run(run_dir: Path) -> VerifiedRun:
     summary = verify_run(run_dir, pubkey=None, ledger_path=None)  # signature and every file
     check_not_dry_run(run_dir, arms)
     envelope_sha256 = sha256_file(RunDir(run_dir).envelope)
-    return VerifiedRun(run_dir, summary, read_bundle(run_dir), envelope_sha256)
+    return VerifiedRun(run_dir, summary, read_index(run_dir)[1], envelope_sha256)
 
 
-def plan_record_index(ledger: Ledger, plan: dict[str, Any]) -> int:
+def plan_record_index(ledger: Ledger, plan: PlanRef) -> int:
     """Index of this ledger's seal / amend entry of the run's plan bytes (exit 2 if there is none)."""
-    path = plan.get("path")
-    matches = [
-        entry.seq - 1 for entry in (ledger.plan_records(path) if isinstance(path, str) else [])
-        if entry.sha256 == plan.get("sha256")
-    ]
+    matches = [entry.seq - 1 for entry in ledger.plan_records(plan.path) if entry.sha256 == plan.sha256]
     if not matches:
         raise BadInputError(
-            f"the run's plan {plan.get('path')} (sha256 {plan.get('sha256')}) is not sealed in "
+            f"the run's plan {plan.path} (sha256 {plan.sha256}) is not sealed in "
             f"{ledger.path}: a run of another plan, or of a plan this repository never sealed"
         )
     return matches[-1]
@@ -192,13 +189,13 @@ def check_import(
     already = _recorded(ours, summary.run_id, envelope_sha256)
     if already is not None:
         return ImportResult(already, appended=False)
-    seal_index = plan_record_index(ours, bundle["plan"])
+    seal_index = plan_record_index(ours, bundle.plan)
     plan_copy = RunDir(run.run_dir).plan
     check_signer(  # the foreign signer must be one this repository's plan trusts (prereg signers)
-        ours, bundle["plan"]["path"], summary.fingerprint,
+        ours, bundle.plan.path, summary.fingerprint,
         plan_bytes=plan_copy.read_bytes() if plan_copy.is_file() else None,
         remedy=f"if it is your collaborator's key, add it first: capsule prereg signers "
-        f"{Path(bundle['plan']['path']).parent} --add {summary.fingerprint} --reason \"...\"",
+        f"{Path(bundle.plan.path).parent} --add {summary.fingerprint} --reason \"...\"",
     )
     theirs = foreign(seal_index)
     _check_shared_prefix(ours, theirs, seal_index)
@@ -206,7 +203,7 @@ def check_import(
         check_ledger(theirs.ledger, theirs.path, bundle, envelope_sha256, summary.fingerprint)
     except CapsuleError as error:
         raise VerificationError(f"{theirs.label}: {error}") from error
-    start = theirs.ledger.with_hash(bundle["ledger_heads"]["at_start"])
+    start = theirs.ledger.with_hash(bundle.ledger_heads.at_start)
     if start is None:  # check_ledger found it already
         raise VerificationError(f"{theirs.label}: the run's start head is no entry of it")
     if start.seq - 1 < seal_index:

@@ -99,7 +99,7 @@ def _foreign(pack: Pack, ours: Ledger, seal_index: int, staging: Path) -> Foreig
 
 def _check_agrees(pack: Pack, run: VerifiedRun) -> None:
     """pack.json must name the run its directory holds (its run id and plan path)."""
-    plan = run.bundle["plan"]["path"]
+    plan = run.bundle.plan.path
     if run.summary.run_id != pack.run_id or plan != pack.plan_path:
         raise BadInputError(
             f"{PACK_RECORD} names run {pack.run_id} of {pack.plan_path}, its run directory "

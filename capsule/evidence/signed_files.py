@@ -1,10 +1,11 @@
 """A run directory against its own signature: what `capsule verify` checks before any ledger.
 
-In order: bundle.json parses and every listed path stays inside the run directory (before any listed
-file is read); the signed in-toto Statement pins bundle.json's bytes and says what it says; the
-included key is the signing key, in canonical PEM; exactly the listed files are there, each of its
-size and sha256; the manifest is the one the signed `manifest_digest` names, and every arm sidecar
-and refusal record is read whole against this run and machine. Any failure: VerificationError.
+In order: bundle.json parses (`capsule.evidence.bundle_index`: every field typed, every listed path
+inside the run directory, before any listed file is read); the signed in-toto Statement pins
+bundle.json's bytes and says what it says; the included key is the signing key, in canonical PEM;
+exactly the listed files are there, each of its size and sha256; the manifest is the one the signed
+`manifest_digest` names, and every arm sidecar and refusal record is read whole against this run and
+machine. Any failure: VerificationError.
 """
 
 from __future__ import annotations
@@ -15,13 +16,8 @@ from typing import Any
 
 from capsule.errors import VerificationError
 from capsule.evidence.arm_records import check_arm_records
-from capsule.evidence.bundle import (
-    BUNDLE_SCHEMA,
-    PREDICATE_TYPE,
-    STATEMENT_TYPE,
-    build_statement,
-    check_member_path,
-)
+from capsule.evidence.bundle import PREDICATE_TYPE, STATEMENT_TYPE, build_statement
+from capsule.evidence.bundle_index import BundleIndex, FileRecord
 from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public_key
 from capsule.generation.refused_arms import RunFacts
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
@@ -38,39 +34,6 @@ def read_signed_json(path: Path, label: str) -> tuple[bytes, Any]:
     return data, parse_json(data, str(path), error=VerificationError)
 
 
-def _field(mapping: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(mapping, dict) or key not in mapping or not isinstance(mapping[key], kind):
-        raise VerificationError(f"{where}: field {key!r} is missing or has the wrong type")
-    return mapping[key]
-
-
-def read_index(run_dir: Path) -> tuple[bytes, dict[str, Any]]:
-    """Parse bundle.json and check its shape and every listed path, reading no listed file."""
-    where = str(RunDir(run_dir).bundle)
-    data, bundle = read_signed_json(RunDir(run_dir).bundle, BUNDLE)
-    if _field(bundle, "schema", str, where) != BUNDLE_SCHEMA:
-        raise VerificationError(f"{where}: schema {bundle['schema']!r}, expected {BUNDLE_SCHEMA!r}")
-    for key, kind in (("run_id", str), ("plan", dict), ("manifest_digest", str), ("ledger_heads", dict),
-                      ("key", dict), ("files", list)):
-        _field(bundle, key, kind, where)
-    _field(bundle["plan"], "path", str, f"{where} plan")
-    _field(bundle["plan"], "sha256", str, f"{where} plan")
-    _field(bundle["ledger_heads"], "at_start", str, f"{where} ledger_heads")
-    _field(bundle["ledger_heads"], "at_bundle", (str, type(None)), f"{where} ledger_heads")
-    _field(bundle["key"], "fingerprint", str, f"{where} key")
-    seen: set[str] = set()
-    for index, item in enumerate(bundle["files"]):
-        item_where = f"{where} files[{index}]"
-        path = check_member_path(_field(item, "path", str, item_where), item_where)
-        _field(item, "sha256", str, item_where)
-        if not isinstance(item.get("size"), int) or isinstance(item["size"], bool):
-            raise VerificationError(f"{item_where}: field 'size' is missing or has the wrong type")
-        if path in seen:
-            raise VerificationError(f"{item_where}: {path} is listed twice")
-        seen.add(path)
-    return data, bundle
-
-
 def choose_key(run_dir: Path, pubkey: Path | None) -> tuple[Any, str]:
     """The key the signature is checked with: the one pinned with `--key`, else the included one."""
     if pubkey is not None:
@@ -78,7 +41,7 @@ def choose_key(run_dir: Path, pubkey: Path | None) -> tuple[Any, str]:
     return read_public_key(RunDir(run_dir).public_key), f"included key {PUBLIC_KEY}"
 
 
-def check_statement(statement: Any, bundle: dict[str, Any], bundle_bytes: bytes, where: str) -> None:
+def check_statement(statement: Any, bundle: BundleIndex, bundle_bytes: bytes, where: str) -> None:
     """The signed Statement must pin bundle.json's bytes and say exactly what bundle.json says."""
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise VerificationError(f"{where}: payload is not an in-toto Statement v1")
@@ -108,9 +71,9 @@ def check_included_key(run_dir: Path, key: Any, signed_fingerprint: str) -> None
         raise VerificationError(f"{path}: not in canonical PEM form (bytes were altered)")
 
 
-def check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]]) -> None:
+def check_files(run_dir: Path, on_disk: list[str], listed: tuple[FileRecord, ...]) -> None:
     """Exactly the listed files are on disk, each of the listed size and sha256."""
-    names = {item["path"] for item in listed}
+    names = {item.path for item in listed}
     missing, extra = sorted(names - set(on_disk)), sorted(set(on_disk) - names)
     if missing or extra:
         raise VerificationError(
@@ -118,33 +81,31 @@ def check_files(run_dir: Path, on_disk: list[str], listed: list[dict[str, Any]])
         )
     root = os.fspath(run_dir)
     for item in listed:
-        path = os.path.join(root, item["path"])  # plain strings: this loop runs once per tamper-test flip
+        path = os.path.join(root, item.path)  # plain strings: this loop runs once per tamper-test flip
         size = os.stat(path).st_size
-        if size != item["size"]:
-            raise VerificationError(f"{item['path']}: {size} bytes on disk, {item['size']} in the bundle")
+        if size != item.size:
+            raise VerificationError(f"{item.path}: {size} bytes on disk, {item.size} in the bundle")
         digest = sha256_file(Path(path))
-        if digest != item["sha256"]:
-            raise VerificationError(
-                f"{item['path']}: sha256 {digest} on disk, {item['sha256']} in the bundle"
-            )
+        if digest != item.sha256:
+            raise VerificationError(f"{item.path}: sha256 {digest} on disk, {item.sha256} in the bundle")
 
 
-def check_machine(run_dir: Path, bundle: dict[str, Any], listed: list[dict[str, Any]]) -> None:
+def check_machine(run_dir: Path, bundle: BundleIndex) -> None:
     """The signed `manifest_digest` must be the digest of the run's manifest.json (its canonical JSON,
     as `capsule.machine.manifest.manifest_digest` computes it): a manifest edited and signed again
     with the old facts is refused. Then every arm sidecar and refusal record is read whole against
     this run and machine (`capsule.evidence.arm_records`). Their bytes were checked already."""
     gpu_count = None
-    if any(item["path"] == MANIFEST for item in listed):
+    if bundle.listed(MANIFEST) is not None:
         manifest = parse_json(RunDir(run_dir).manifest.read_bytes(), str(RunDir(run_dir).manifest),
                               error=VerificationError)
         digest = sha256_json(manifest)
-        if digest != bundle["manifest_digest"]:
+        if digest != bundle.manifest_digest:
             raise VerificationError(
                 f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
-                f"{bundle['manifest_digest']} (the manifest was changed after the run recorded it)"
+                f"{bundle.manifest_digest} (the manifest was changed after the run recorded it)"
             )
         gpus = manifest.get("gpus") if isinstance(manifest, dict) else None
         gpu_count = len(gpus) if isinstance(gpus, list) else 0
-    facts = RunFacts(bundle["run_id"], bundle["plan"]["sha256"], bundle["manifest_digest"])
-    check_arm_records(run_dir, listed, facts, gpu_count)
+    facts = RunFacts(bundle.run_id, bundle.plan.sha256, bundle.manifest_digest)
+    check_arm_records(run_dir, bundle.files, facts, gpu_count)

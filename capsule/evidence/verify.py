@@ -18,6 +18,7 @@ from pathlib import Path
 
 from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.bundle import list_run_files
+from capsule.evidence.bundle_index import read_index
 from capsule.evidence.ledger_checks import check_ledger, check_trust, load_ledger
 from capsule.evidence.signed_files import (
     check_files,
@@ -25,7 +26,6 @@ from capsule.evidence.signed_files import (
     check_machine,
     check_statement,
     choose_key,
-    read_index,
     read_signed_json,
 )
 from capsule.evidence.signing import fingerprint_of, verify_envelope
@@ -97,35 +97,34 @@ def verify_signed_state(run_dir: Path, *, pubkey: Path | None, ledger_path: Path
     statement = parse_json(payload, f"{where} (signed payload)", error=VerificationError)
     check_statement(statement, bundle, bundle_bytes, where)
     fingerprint = fingerprint_of(key)
-    check_included_key(run_dir, key, bundle["key"]["fingerprint"])
-    listed = bundle["files"]
-    check_files(run_dir, on_disk, listed)
-    plan_item = next((item for item in listed if item["path"] == PLAN_COPY), None)
-    if plan_item is not None and plan_item["sha256"] != bundle["plan"]["sha256"]:
+    check_included_key(run_dir, key, bundle.key.fingerprint)
+    check_files(run_dir, on_disk, bundle.files)
+    plan_item = bundle.listed(PLAN_COPY)
+    if plan_item is not None and plan_item.sha256 != bundle.plan.sha256:
         raise VerificationError(
-            f"{PLAN_COPY}: sha256 {plan_item['sha256']}, the run's plan is {bundle['plan']['sha256']}"
+            f"{PLAN_COPY}: sha256 {plan_item.sha256}, the run's plan is {bundle.plan.sha256}"
         )
     if ledger_path is None:
-        check_machine(run_dir, bundle, listed)
+        check_machine(run_dir, bundle)
         return VerifySummary(
-            bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
-            bundle["plan"]["path"], None, None, None, None, 0, "trust not checked (no ledger)",
+            bundle.run_id, len(bundle.files), bundle.total_bytes, fingerprint, key_source,
+            bundle.plan.path, None, None, None, None, 0, "trust not checked (no ledger)",
         )
     ledger = load_ledger(ledger_path)
     envelope_sha256 = sha256_bytes(envelope_bytes)
     plan_bytes = RunDir(run_dir).plan.read_bytes() if plan_item is not None else None  # verified above
-    recorded = [e.seq for e in ledger.bundle_entries(bundle["run_id"], envelope_sha256)]
-    imported = [e.seq for e in ledger.run_entries(bundle["run_id"])
+    recorded = [e.seq for e in ledger.bundle_entries(bundle.run_id, envelope_sha256)]
+    imported = [e.seq for e in ledger.run_entries(bundle.run_id)
                 if isinstance(e, ImportEntry) and e.sha256 == envelope_sha256]
     verdict = check_trust(ledger, ledger_path, bundle, fingerprint, plan_bytes, pubkey,
                           bundled_at=recorded[-1] if recorded else None,
                           imported_at=imported[-1] if imported else None)
     plan_seq, start_seq, bundle_seq = check_ledger(ledger, ledger_path, bundle, envelope_sha256, fingerprint)
     check_anchor(ledger_path, ledger_path.read_bytes(), ledger.hashes(), None)
-    check_machine(run_dir, bundle, listed)
+    check_machine(run_dir, bundle)
     return VerifySummary(
-        bundle["run_id"], len(listed), sum(item["size"] for item in listed), fingerprint, key_source,
-        bundle["plan"]["path"], plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
+        bundle.run_id, len(bundle.files), bundle.total_bytes, fingerprint, key_source,
+        bundle.plan.path, plan_seq, start_seq, bundle_seq, ledger_path, len(ledger.entries),
         verdict.why, verdict.source,
     )
 
@@ -139,10 +138,10 @@ def verify_unrecorded(run_dir: Path, ledger_path: Path, pubkey: Path | None = No
     summary = verify_run(run_dir, pubkey=pubkey, ledger_path=None)
     ledger = load_ledger(ledger_path)
     _data, bundle = read_index(run_dir)
-    plan_path, plan_sha = bundle["plan"]["path"], bundle["plan"]["sha256"]
+    plan_path, plan_sha = bundle.plan.path, bundle.plan.sha256
     if not any(e.sha256 == plan_sha for e in ledger.file_records(plan_path)):
         raise VerificationError(
-            f"run {bundle['run_id']}: its plan {plan_path} (sha256 {plan_sha}) is no version {ledger_path} "
+            f"run {bundle.run_id}: its plan {plan_path} (sha256 {plan_sha}) is no version {ledger_path} "
             "records, so no key is trusted for it here"
         )
     plan_copy = RunDir(run_dir).plan

@@ -23,13 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from capsule.errors import BadInputError, VerificationError
+from capsule.errors import BadInputError
 from capsule.evidence.bundle import BundleResult, make_bundle
+from capsule.evidence.bundle_index import read_index
 from capsule.evidence.ledger_checks import check_trust
 from capsule.evidence.signing import SigningKey, fingerprint_of, load_signing_key
 from capsule.evidence.verify import verify_run, verify_signed_state
 from capsule.faults import crash_point
-from capsule.jsonio import read_json_object
 from capsule.locks import hold
 from capsule.pipeline import resign_journal
 from capsule.prereg.ledger import Ledger
@@ -75,7 +75,7 @@ def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -
     ledger = Ledger.load(ledger_path)
     bundled = [e.seq for e in ledger.bundle_entries(summary.run_id)]
     check_trust(  # the same rule as verify: a key trusted only after the run started does not sign it
-        ledger, ledger_path, read_json_object(RunDir(run_dir).bundle, "bundle.json"),
+        ledger, ledger_path, read_index(run_dir)[1],
         fingerprint, plan_bytes, None, bundled_at=bundled[-1] if bundled else None,
         remedy="--resign signs only with a key the plan trusts: pass one with --key PRIVATE_KEY.pem",
     )
@@ -95,14 +95,14 @@ def _resign_locked(run_dir: Path, ledger_path: Path, signing_key: Path | None) -
 def sign_again(run_dir: Path, *, key: SigningKey, ledger: Ledger | None) -> BundleResult:
     """Sign `run_dir` anew with the facts of its current bundle.json (run id, plan, manifest digest,
     ledger head at the start), which must not change between signatures of the same run."""
-    old = read_json_object(RunDir(run_dir).bundle, "bundle.json", error=VerificationError)
+    old = read_index(run_dir)[1]
     return make_bundle(
         run_dir,
-        run_id=old["run_id"],
-        plan_path=old["plan"]["path"],
-        plan_sha256=old["plan"]["sha256"],
-        manifest_digest=old["manifest_digest"],
-        ledger_head_at_start=old["ledger_heads"]["at_start"],
+        run_id=old.run_id,
+        plan_path=old.plan.path,
+        plan_sha256=old.plan.sha256,
+        manifest_digest=old.manifest_digest,
+        ledger_head_at_start=old.ledger_heads.at_start,
         key=key,
         ledger=ledger,
     )

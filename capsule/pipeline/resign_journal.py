@@ -37,7 +37,8 @@ from pathlib import Path
 
 from capsule.atomic import copy_atomic, write_json_atomic
 from capsule.errors import VerificationError
-from capsule.evidence.bundle import BUNDLE_OUTPUTS, check_member_path
+from capsule.evidence.bundle import BUNDLE_OUTPUTS
+from capsule.evidence.bundle_index import check_member_path
 from capsule.jsonio import read_json_object
 from capsule.run_dir import ENVELOPE, PLOTS, RESULTS, RunDir
 
