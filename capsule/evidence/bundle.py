@@ -27,6 +27,7 @@ from capsule.evidence.bundle_index import BundleIndex, FileRecord, LedgerHeads, 
 from capsule.evidence.signing import SigningKey, fingerprint_of, public_key_pem, sign_payload
 from capsule.faults import crash_point
 from capsule.hashing import canonical_json, sha256_bytes, sha256_file
+from capsule.prereg.ledger_entries import BundleEntry
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY, RunDir
 
 if TYPE_CHECKING:
@@ -166,10 +167,10 @@ def _sign(run_dir: Path, facts: dict[str, str], key: SigningKey, ledger: Ledger 
     entry = None
     if ledger is not None:
         crash_point("before-ledger")
-        entry = ledger.append(
-            "bundle", entry_path, envelope_sha256, f"signed bundle of run {run_id}",
+        entry = ledger.append(BundleEntry(
+            path=entry_path, sha256=envelope_sha256, note=f"signed bundle of run {run_id}",
             run_id=run_id, key_fingerprint=fingerprint, bundle_json_sha256=bundle_sha256,
-        )
+        ))
         crash_point("after-ledger")
     return BundleResult(
         bundle_path, envelope_path, public_path, bundle_sha256, envelope_sha256, fingerprint,

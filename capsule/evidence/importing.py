@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.evidence.bundle_index import BundleIndex, PlanRef, read_index
@@ -102,13 +101,13 @@ class PendingImport:
     def record(self, ours: Ledger) -> ImportResult:
         """Append the import entry to `ours` (re-read if it changed meanwhile; `Ledger.append`
         refuses if it changes during the append)."""
-        entry = ours.current().append(
-            "import", self.entry_path, self.envelope_sha256,
-            self.note or f"run {self.run_id} made on another machine, imported from its ledger",
+        entry = ours.current().append(ImportEntry(
+            path=self.entry_path, sha256=self.envelope_sha256,
+            note=self.note or f"run {self.run_id} made on another machine, imported from its ledger",
             run_id=self.run_id, key_fingerprint=self.fingerprint, foreign_entry=self.foreign.hash,
             foreign_seq=self.foreign.seq, foreign_start_seq=self.start_seq, seal=self.seal,
-        )
-        return ImportResult(cast(ImportEntry, entry), appended=True)  # append makes the kind it is given
+        ))
+        return ImportResult(entry, appended=True)
 
 
 FOREIGN_REMEDY = "pass --ledger with the other machine's ledger.jsonl"

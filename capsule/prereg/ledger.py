@@ -17,13 +17,14 @@ writes an entry's JSON. The chain's rules (what a valid entry and sequence are) 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError, UnavailableError, VerificationError
@@ -32,12 +33,8 @@ from capsule.jsonio import parse_json_line, read_input_bytes
 from capsule.locks import hold
 from capsule.prereg.anchor import AnchorCheck, check_anchor
 from capsule.prereg.chain import (
-    BASE_FIELDS,
     GENESIS,
-    KINDS,
     NAMES_A_PLAN,
-    OPTIONAL_EXTRAS,
-    REQUIRED_EXTRAS,
     SHA256_HEX,
     check_recorded_files,
     check_relpath,
@@ -54,6 +51,7 @@ from capsule.prereg.ledger_entries import (
     RedactEntry,
     RunRecord,
     SealEntry,
+    SignersEntry,
     StartEntry,
     entry_bytes,
     entry_record,
@@ -61,6 +59,9 @@ from capsule.prereg.ledger_entries import (
     sealed_entry,
 )
 from capsule.prereg.loader import PLAN_FILE, plan_file
+
+EntryT = TypeVar("EntryT", SealEntry, AmendEntry, RedactEntry, BundleEntry, SignersEntry, ImportEntry,
+                   StartEntry)
 
 __all__ = [
     "DEFAULT_LEDGER",
@@ -72,7 +73,6 @@ __all__ = [
     "verify_ledger",
 ]
 
-Pending = tuple[str, str, str, str, dict[str, Any]]  # (kind, path, sha256, note, extras): one entry to append
 
 DEFAULT_LEDGER = Path("prereg/ledger.jsonl")
 LEDGER_WAIT_S = 30.0  # an append holds the lock for milliseconds, a signing for seconds: wait that long
@@ -188,7 +188,8 @@ class Ledger:
 
     def record_start(self, plan_path: str, plan_sha256: str, run_id: str) -> str:
         """Append the `start` entry of a new recorded run and return its hash: the run's start head."""
-        entry = self.append("start", plan_path, plan_sha256, f"run {run_id} started", run_id=run_id)
+        entry = self.append(StartEntry(path=plan_path, sha256=plan_sha256, note=f"run {run_id} started",
+                                       run_id=run_id))
         return entry.hash
 
     def records_run(self, run_id: str) -> bool:
@@ -272,20 +273,24 @@ class Ledger:
         with hold(self.path.parent, f"ledger {self.path}", wait_s=LEDGER_WAIT_S):
             yield
 
-    def append(self, kind: str, path: str, sha256: str, note: str, **extra: Any) -> Entry:
-        """Append one entry durably (one write, fsync) under the ledger's lock; see `append_all`."""
-        return self.append_all([(kind, path, sha256, note, extra)])[0]
+    def append(self, draft: EntryT) -> EntryT:
+        """Append one entry durably (one write, fsync) under the ledger's lock; see `append_all`.
+        The entry appended is of the draft's kind."""
+        appended = self.append_all([draft])[0]
+        assert isinstance(appended, type(draft))
+        return appended
 
-    def append_all(self, pending: list[Pending]) -> list[Entry]:
-        """Append entries chained one after the other as ONE write (fsync) under the ledger's lock, so
-        either all of them are in the ledger or none is (a seal: its companions and the plan). Never
-        rewrites a line; cuts a torn last line first (`load`). Refuses if the file changed since this
-        ledger was loaded (someone else appended); a failed write (a full disk) is cut back and
-        raised as UnavailableError, the ledger as it was."""
+    def append_all(self, drafts: list[Entry]) -> list[Entry]:
+        """Append `drafts` (entries built with their path, sha256, note and kind's fields; see
+        `capsule.prereg.ledger_entries`) chained one after the other as ONE write (fsync) under the
+        ledger's lock, so either all of them are in the ledger or none is (a seal: its companions and
+        the plan). Never rewrites a line; cuts a torn last line first (`load`). Refuses if the file
+        changed since this ledger was loaded (someone else appended); a failed write (a full disk) is
+        cut back and raised as UnavailableError, the ledger as it was."""
         entries: list[Entry] = []
         head = self.head()
-        for kind, path, sha256, note, extra in pending:
-            entry = self._entry(len(self.entries) + len(entries) + 1, head, kind, path, sha256, note, extra)
+        for draft in drafts:
+            entry = self._entry(len(self.entries) + len(entries) + 1, head, draft)
             entries.append(entry)
             head = entry.hash
         data = b"".join(entry_bytes(entry) + b"\n" for entry in entries)
@@ -333,23 +338,12 @@ class Ledger:
         except OSError:
             self.torn = max(0, os.fstat(handle.fileno()).st_size - self._size)
 
-    def _entry(self, seq: int, prev: str, kind: str, path: str, sha256: str, note: str,
-               extra: dict[str, Any]) -> Entry:
-        """One entry at `seq` after `prev`, its fields checked and its hash set."""
-        if kind not in KINDS:
-            raise BadInputError(f"unknown ledger entry kind {kind!r} (known: {', '.join(KINDS)})")
-        if not SHA256_HEX.match(sha256):
-            raise BadInputError(f"sha256 {sha256!r} is not a full hex digest")
-        clash = set(extra) & set(BASE_FIELDS)
-        if clash:
-            raise BadInputError(f"extra fields {sorted(clash)} would overwrite the entry's own fields")
-        unknown = set(extra) - set(REQUIRED_EXTRAS[kind]) - set(OPTIONAL_EXTRAS[kind])
-        missing = set(REQUIRED_EXTRAS[kind]) - set(extra)
-        if unknown or missing:
-            raise BadInputError(
-                f"a {kind} entry's extra fields: unknown {sorted(unknown)}, missing {sorted(missing)}"
-            )
-        return sealed_entry(seq, prev, kind, check_relpath(path), sha256, utc_now(), note, extra)
+    def _entry(self, seq: int, prev: str, draft: Entry) -> Entry:
+        """The draft placed at `seq` after `prev`, its digest and path checked and its hash set."""
+        if not SHA256_HEX.match(draft.sha256):
+            raise BadInputError(f"sha256 {draft.sha256!r} is not a full hex digest")
+        checked = dataclasses.replace(draft, path=check_relpath(draft.path))
+        return sealed_entry(checked, seq=seq, prev=prev, time=utc_now())
 
 
 def _is_torn(last: bytes) -> bool:

@@ -19,20 +19,22 @@ from capsule.errors import printable
 from capsule.hashing import canonical_json, sha256_bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Fields:
-    """The fields every entry carries (`capsule.prereg.chain.BASE_FIELDS`)."""
+    """The fields every entry carries (`capsule.prereg.chain.BASE_FIELDS`). An entry to append is
+    built with only `path`, `sha256`, `note` and its kind's own fields (a draft); the append sets its
+    place in the chain (`seq`, `prev`), its `time` and its `hash` (`sealed_entry`)."""
 
-    seq: int
+    seq: int = 0
     path: str  # repo-relative POSIX: the recorded file, or a run's envelope
     sha256: str  # the file's full hash
-    prev: str  # the previous entry's hash (64 zeros for the first)
-    time: str  # UTC, ISO-8601 with Z
+    prev: str = ""  # the previous entry's hash (64 zeros for the first)
+    time: str = ""  # UTC, ISO-8601 with Z
     note: str
-    hash: str  # sha256 of the canonical JSON of every other field
+    hash: str = ""  # sha256 of the canonical JSON of every other field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SealEntry(_Fields):
     """A file sealed (a plan, with `companions`: its rationale and controls files by sha256)."""
 
@@ -40,7 +42,7 @@ class SealEntry(_Fields):
     kind: Literal["seal"] = "seal"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AmendEntry(_Fields):
     """A file that amends the sealed `of` (at `of_sha256`); a plan's amend lists its companions."""
 
@@ -50,7 +52,7 @@ class AmendEntry(_Fields):
     kind: Literal["amend"] = "amend"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RedactEntry(_Fields):
     """A same-length redaction of a sealed file: its sealed hash, where the token was, its sizes."""
 
@@ -62,7 +64,7 @@ class RedactEntry(_Fields):
     kind: Literal["redact"] = "redact"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BundleEntry(_Fields):
     """A run signed here (`capsule.evidence.bundle`): its envelope, run id, key and bundle.json hash."""
 
@@ -72,7 +74,7 @@ class BundleEntry(_Fields):
     kind: Literal["bundle"] = "bundle"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SignersEntry(_Fields):
     """Keys added to a sealed plan's trusted signers (`capsule.prereg.signers`)."""
 
@@ -80,7 +82,7 @@ class SignersEntry(_Fields):
     kind: Literal["signers"] = "signers"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImportEntry(_Fields):
     """A run made on another machine and imported (`capsule.evidence.importing`)."""
 
@@ -93,7 +95,7 @@ class ImportEntry(_Fields):
     kind: Literal["import"] = "import"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StartEntry(_Fields):
     """A recorded run started here (`capsule reproduce`, `capsule generate --plan`): its plan (path,
     sha256) and run id, appended before the run's first file is written, so the run's start is an
@@ -158,13 +160,11 @@ def entry_hash(record: Mapping[str, Any]) -> str:
     return sha256_bytes(canonical_json({k: v for k, v in record.items() if k != "hash"}))
 
 
-def sealed_entry(seq: int, prev: str, kind: str, path: str, sha256: str, time: str, note: str,
-                 extra: Mapping[str, Any]) -> Entry:
-    """A new entry of `kind` after `prev`, its hash computed over its JSON object (fields checked
-    by the caller, `capsule.prereg.ledger.Ledger.append_all`)."""
-    draft = ENTRY_TYPES[kind](seq=seq, path=path, sha256=sha256, prev=prev, time=time, note=note,
-                              hash="", **extra)
-    return dataclasses.replace(draft, hash=entry_hash(entry_record(draft)))
+def sealed_entry(draft: Entry, *, seq: int, prev: str, time: str) -> Entry:
+    """The draft `draft` placed at `seq` after `prev` at `time`, its hash computed over its JSON object
+    (its path and digest checked by the caller, `capsule.prereg.ledger.Ledger.append_all`)."""
+    placed = dataclasses.replace(draft, seq=seq, prev=prev, time=time, hash="")
+    return dataclasses.replace(placed, hash=entry_hash(entry_record(placed)))
 
 
 def entry_line(entry: Entry) -> str:

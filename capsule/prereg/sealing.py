@@ -28,7 +28,7 @@ from capsule.hashing import sha256_bytes, sha256_file
 from capsule.jsonio import read_input_text
 from capsule.prereg.chain import symlink_on_path
 from capsule.prereg.control_kinds import control_kind
-from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, Pending
+from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
 from capsule.prereg.ledger_entries import AmendEntry, Entry, RedactEntry, SealEntry
 from capsule.prereg.loader import load_plan, parse_plan, plan_file
 from capsule.prereg.plan import Plan
@@ -66,25 +66,25 @@ def _check_plain(ledger: Ledger, files: list[Path]) -> None:
 
 def _record_companions(
     ledger: Ledger, plan: Plan, note: str, amending: bool
-) -> tuple[dict[str, str], list[Pending]]:
+) -> tuple[dict[str, str], list[Entry]]:
     """The companions' digests, and the entries that record those not yet recorded as they are."""
     recorded: dict[str, str] = {}
-    pending: list[Pending] = []
+    pending: list[Entry] = []
     plan_rel = ledger.relative(Path(plan.path))
     for file in companions(plan):
         relative, digest = ledger.relative(file), sha256_file(file)
         latest = ledger.latest_for(relative)
         if latest is None:
-            pending.append(("seal", relative, digest, f"companion of {plan_rel}: {note}", {}))
+            pending.append(SealEntry(path=relative, sha256=digest, note=f"companion of {plan_rel}: {note}"))
         elif latest.sha256 != digest:
             if not amending:
                 raise BadInputError(
                     f"{relative}: sealed at seq {latest.seq} with other bytes; a sealed file "
                     "changes only through `capsule prereg amend`"
                 )
-            pending.append((
-                "amend", relative, digest, f"companion of {plan_rel}: {note}",
-                {"of": relative, "of_sha256": latest.sha256},
+            pending.append(AmendEntry(
+                path=relative, sha256=digest, note=f"companion of {plan_rel}: {note}", of=relative,
+                of_sha256=latest.sha256,
             ))
         recorded[relative] = digest
     return recorded, pending
@@ -127,7 +127,9 @@ def seal_plan(path: Path, note: str, ledger_path: Path = DEFAULT_LEDGER) -> list
         if _unchanged(ledger, relative, digest, plan):
             return []
         recorded, pending = _record_companions(ledger, plan, note, amending=False)
-        return ledger.append_all([*pending, ("seal", relative, digest, note, {"companions": recorded})])
+        return ledger.append_all(
+            [*pending, SealEntry(path=relative, sha256=digest, note=note, companions=recorded)]
+        )
 
 
 def amend_plan(
@@ -168,8 +170,9 @@ def _amend_locked(ledger: Ledger, plan: Plan, old_path: Path, reason: str) -> li
     if _unchanged(ledger, new_rel, digest, plan):
         return []
     recorded, pending = _record_companions(ledger, plan, reason, amending=True)
-    extra = {"of": old_rel, "of_sha256": old.sha256, "companions": recorded}
-    return ledger.append_all([*pending, ("amend", new_rel, digest, reason, extra)])
+    amend = AmendEntry(path=new_rel, sha256=digest, note=reason, of=old_rel, of_sha256=old.sha256,
+                       companions=recorded)
+    return ledger.append_all([*pending, amend])
 
 
 def _offsets(data: bytes, token: bytes) -> list[int]:
@@ -243,17 +246,16 @@ def redact_file(
             raise BadInputError(
                 f"{relative}: the redaction changes a setting, not just free text; seal an amendment"
             )
-    entry = ledger.append(
-        "redact",
-        relative,
-        sha256_bytes(redacted),
-        reason,
+    entry = ledger.append(RedactEntry(
+        path=relative,
+        sha256=sha256_bytes(redacted),
+        note=reason,
         sealed_sha256=latest.sha256,
         offsets=offsets,
         occurrences=len(offsets),
         token_bytes=len(old_b),
         file_bytes=len(data),
-    )
+    ))
     write_bytes_atomic(Path(path), redacted)
     return entry
 

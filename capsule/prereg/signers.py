@@ -30,8 +30,6 @@ from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
 from capsule.prereg.ledger_entries import Entry, SignersEntry
 from capsule.prereg.loader import plan_file, plan_signers
 
-KIND = "signers"
-
 
 @dataclass(frozen=True)
 class Grant:
@@ -109,5 +107,7 @@ def add_signers(
     skipped = sorted(set(fingerprints) & set(already))
     if not new:
         return None, skipped
-    entry = ledger.append(KIND, relative, latest.sha256, reason.strip(), fingerprints=new)
+    entry = ledger.append(
+        SignersEntry(path=relative, sha256=latest.sha256, note=reason.strip(), fingerprints=new)
+    )
     return entry, skipped

@@ -23,6 +23,7 @@ from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
 from capsule.hashing import sha256_file, sha256_json
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import SignersEntry
 from capsule.prereg.loader import plan_arm_backends
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,10 +40,10 @@ def new_root(path: Path) -> Path:
     shutil.copytree(REPO / "results", path / "results")  # the ledger's bundled runs must be present
     ledger = Ledger.load(path / "prereg" / "ledger.jsonl")
     plan = f"{PLAN}/plan.toml"
-    ledger.append(
-        "signers", plan, sha256_file(path / plan), "the test collaborator's key",
+    ledger.append(SignersEntry(
+        path=plan, sha256=sha256_file(path / plan), note="the test collaborator's key",
         fingerprints=[fingerprint_of(SIGNER.public_key)],
-    )
+    ))
     return path
 
 

@@ -29,6 +29,7 @@ from capsule.evidence.signing import (
 )
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import SealEntry, SignersEntry
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 PLAN_PATH = "prereg/demo/plan.toml"
@@ -92,20 +93,23 @@ def build_study(
     """
     ledger_path = tmp_path / "prereg" / "ledger.jsonl"
     ledger = Ledger.load(ledger_path)
-    ledger.append("seal", "prereg/other/plan.toml", sha256_bytes(b"other"), "an earlier study")
+    other = SealEntry(path="prereg/other/plan.toml", sha256=sha256_bytes(b"other"), note="an earlier study")
+    ledger.append(other)
     key = generate_signer()
 
     def trust() -> None:  # the key is trusted before the run starts: a later signers entry would not do
         if trusted:
-            ledger.append("signers", PLAN_PATH, sha256_bytes(PLAN_BYTES), "the demo key",
-                          fingerprints=[fingerprint_of(key.public_key)])
+            ledger.append(SignersEntry(path=PLAN_PATH, sha256=sha256_bytes(PLAN_BYTES), note="the demo key",
+                                       fingerprints=[fingerprint_of(key.public_key)]))
 
+    sealed_demo_plan = SealEntry(path=PLAN_PATH, sha256=sha256_bytes(PLAN_BYTES), note="sealed demo plan",
+                                 companions={})
     if seal_after_start:
         head = ledger.head()
-        ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
+        ledger.append(sealed_demo_plan)
         trust()
     else:
-        ledger.append("seal", PLAN_PATH, sha256_bytes(PLAN_BYTES), "sealed demo plan", companions={})
+        ledger.append(sealed_demo_plan)
         trust()
         head = ledger.record_start(PLAN_PATH, sha256_bytes(PLAN_BYTES), "run-1")  # as reproduce opens it
     run_dir = tmp_path / "results" / "demo" / "run-1"

@@ -26,6 +26,7 @@ from capsule.evidence.signing import SigningKey, fingerprint_of, generate_signer
 from capsule.hashing import sha256_file
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import AmendEntry, BundleEntry, Entry, ImportEntry
 from capsule.prereg.signers import add_signers
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
@@ -286,14 +287,14 @@ def test_5e_a_sealed_plan_is_never_re_recorded_but_by_an_amend_of_another_path(r
     latest = Ledger.load(repo / "prereg" / "ledger.jsonl").latest_for(V2_PLAN)
     assert latest is not None
     plan.write_bytes(plan.read_bytes() + b"# edited after sealing\n")
-    extra: dict[str, object] = {
-        "bundle": {"run_id": "x"},
-        "import": {"run_id": "x", "key_fingerprint": "ab" * 32, "foreign_entry": "cd" * 32, "foreign_seq": 1,
-                   "foreign_start_seq": 1, "seal": latest.hash},
-        "amend": {"of": V2_PLAN, "of_sha256": latest.sha256},
-    }[kind]
-    ledger = Ledger.load(repo / "prereg" / "ledger.jsonl")
-    ledger.append(kind, V2_PLAN, sha256_file(plan), "re-record", **extra)
+    base = {"path": V2_PLAN, "sha256": sha256_file(plan), "note": "re-record"}
+    entry: Entry = {
+        "bundle": lambda: BundleEntry(**base, run_id="x"),
+        "import": lambda: ImportEntry(**base, run_id="x", key_fingerprint="ab" * 32, foreign_entry="cd" * 32,
+                                      foreign_seq=1, foreign_start_seq=1, seal=latest.hash),
+        "amend": lambda: AmendEntry(**base, of=V2_PLAN, of_sha256=latest.sha256),
+    }[kind]()
+    Ledger.load(repo / "prereg" / "ledger.jsonl").append(entry)
     result = invoke("prereg", "verify")
     assert result.exit_code == 3
     assert "re-recorded only by an amend of another path" in result.stderr, result.stderr

@@ -17,6 +17,7 @@ from capsule.evidence.signing import fingerprint_of, generate_signer
 from capsule.hashing import canonical_json, sha256_file
 from capsule.prereg.chain import entry_hash
 from capsule.prereg.ledger import Ledger, verify_ledger
+from capsule.prereg.ledger_entries import SealEntry
 
 LEDGER = Path("prereg") / "ledger.jsonl"
 
@@ -25,7 +26,9 @@ def _local_entry(root: Path, name: str) -> None:
     """Append an entry only this root's ledger has (its own history after the shared seal)."""
     note = root / "prereg" / f"{name}.txt"
     note.write_text(f"{name}\n")
-    Ledger.load(root / LEDGER).append("seal", f"prereg/{name}.txt", sha256_file(note), f"only on {name}")
+    Ledger.load(root / LEDGER).append(
+        SealEntry(path=f"prereg/{name}.txt", sha256=sha256_file(note), note=f"only on {name}")
+    )
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
 from capsule.prereg.chain import GENESIS, entry_hash
 from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
-from capsule.prereg.ledger_entries import entry_record
+from capsule.prereg.ledger_entries import BundleEntry, SealEntry, entry_record
 from capsule.prereg.sealing import amend_plan, seal_plan
 
 
@@ -40,8 +40,10 @@ def test_append_links_and_hashes(repo: Path) -> None:
     (repo / "a.txt").write_text("alpha")
     (repo / "b.txt").write_text("beta")  # a bundle records another file: a sealed one only by amend
     ledger = Ledger.load(ledger_path(repo))
-    first = ledger.append("seal", "a.txt", sha256_file(repo / "a.txt"), "first")
-    second = ledger.append("bundle", "b.txt", sha256_file(repo / "b.txt"), "second", run_id="r1")
+    first = ledger.append(SealEntry(path="a.txt", sha256=sha256_file(repo / "a.txt"), note="first"))
+    second = ledger.append(
+        BundleEntry(path="b.txt", sha256=sha256_file(repo / "b.txt"), note="second", run_id="r1")
+    )
     assert first.prev == GENESIS and second.prev == first.hash
     assert second.hash == entry_hash(entry_record(second)) and second.seq == 2
     assert first.time.endswith("Z")
@@ -54,21 +56,21 @@ def test_append_links_and_hashes(repo: Path) -> None:
 
 def test_append_refuses_bad_input(repo: Path) -> None:
     ledger = Ledger.load(ledger_path(repo))
+    with pytest.raises(BadInputError, match="not a full hex digest"):
+        ledger.append(SealEntry(path="a.txt", sha256="abc", note=""))
     with pytest.raises(BadInputError):
-        ledger.append("publish", "a.txt", "0" * 64, "")
-    with pytest.raises(BadInputError):
-        ledger.append("seal", "a.txt", "abc", "")
-    with pytest.raises(BadInputError):
-        ledger.append("seal", "../a.txt", "0" * 64, "")
-    with pytest.raises(BadInputError):
-        ledger.append("bundle", "a.txt", "0" * 64, "", hash="x")
+        ledger.append(SealEntry(path="../a.txt", sha256="0" * 64, note=""))
+    draft = BundleEntry(path="a.txt", sha256="0" * 64, note="", seq=9, prev="1" * 64, hash="x")
+    placed = ledger.append(draft)
+    assert (placed.seq, placed.prev) == (1, GENESIS)  # a draft's place in the chain is the ledger's to set
+    assert placed.hash == entry_hash(entry_record(placed))
 
 
 def test_append_refuses_a_ledger_changed_underneath(repo: Path) -> None:
     first, second = Ledger.load(ledger_path(repo)), Ledger.load(ledger_path(repo))
-    first.append("bundle", "x.json", "1" * 64, "one")
+    first.append(BundleEntry(path="x.json", sha256="1" * 64, note="one"))
     with pytest.raises(VerificationError, match="changed since it was loaded"):
-        second.append("bundle", "y.json", "2" * 64, "two")
+        second.append(BundleEntry(path="y.json", sha256="2" * 64, note="two"))
 
 
 def test_file_change_names_its_entry(repo: Path) -> None:

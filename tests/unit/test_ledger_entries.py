@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capsule.errors import BadInputError, VerificationError
+from capsule.errors import VerificationError
 from capsule.hashing import canonical_json
 from capsule.prereg.chain import GENESIS, entry_hash
 from capsule.prereg.ledger import Ledger
@@ -18,6 +18,7 @@ from capsule.prereg.ledger_entries import (
     BundleEntry,
     ImportEntry,
     SealEntry,
+    SignersEntry,
     entry_bytes,
     entry_line,
     parse_entry,
@@ -87,11 +88,12 @@ def test_a_bundle_entry_carries_only_its_types_fields(tmp_path: Path) -> None:
         Ledger.load(ledger)
 
 
-def test_append_refuses_fields_its_kind_does_not_have(tmp_path: Path) -> None:
+def test_an_entry_is_built_with_its_kinds_fields_only(tmp_path: Path) -> None:
+    """A draft is a typed entry: a field its kind does not have, or one it lacks, cannot be built."""
     ledger = Ledger.load(tmp_path / "prereg" / "ledger.jsonl")
-    with pytest.raises(BadInputError, match=r"unknown \['of'\]"):
-        ledger.append("seal", "a.txt", "0" * 64, "x", of="b.txt")
-    with pytest.raises(BadInputError, match=r"missing \['fingerprints'\]"):
-        ledger.append("signers", "a.txt", "0" * 64, "x")
-    entry = ledger.append("seal", "a.txt", "0" * 64, "x")
+    with pytest.raises(TypeError, match="'of'"):
+        SealEntry(path="a.txt", sha256="0" * 64, note="x", of="b.txt")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'fingerprints'"):
+        SignersEntry(path="a.txt", sha256="0" * 64, note="x")  # type: ignore[call-arg]
+    entry = ledger.append(SealEntry(path="a.txt", sha256="0" * 64, note="x"))
     assert isinstance(entry, SealEntry) and entry.companions is None and entry.hash == ledger.head()

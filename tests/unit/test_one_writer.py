@@ -23,6 +23,7 @@ from capsule.errors import BusyError
 from capsule.locks import hold
 from capsule.prereg import ledger as ledger_module
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import SealEntry
 
 _HOLDER = """
 import sys, time
@@ -80,7 +81,7 @@ def test_ledger_held_elsewhere_is_never_appended(repo_copy: Path, monkeypatch: p
     before = path.read_bytes()
     ledger = Ledger.load(path)
     with held_elsewhere(path.parent) as holder, pytest.raises(BusyError, match=f"pid {holder.pid}"):
-        ledger.append("seal", "prereg/smoke/rationale.md", "0" * 64, "x")
+        ledger.append(SealEntry(path="prereg/smoke/rationale.md", sha256="0" * 64, note="x"))
     assert path.read_bytes() == before
 
 

@@ -19,6 +19,7 @@ from capsule.evidence.signing import generate_keypair, generate_signer
 from capsule.evidence.verify import verify_run
 from capsule.hashing import sha256_bytes
 from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger_entries import AmendEntry
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 
@@ -255,8 +256,10 @@ AMENDED_PATH = "prereg/demo/amended/plan.toml"
 
 
 def _amend(study: Study) -> None:
-    Ledger.load(study.ledger_path).append("amend", AMENDED_PATH, sha256_bytes(b"amended"), "raise max tokens",
-                                          of=PLAN_PATH, of_sha256=sha256_bytes(PLAN_BYTES))
+    Ledger.load(study.ledger_path).append(AmendEntry(
+        path=AMENDED_PATH, sha256=sha256_bytes(b"amended"), note="raise max tokens", of=PLAN_PATH,
+        of_sha256=sha256_bytes(PLAN_BYTES),
+    ))
 
 
 def test_plan_amended_after_the_run_started_still_verifies(study: Study) -> None:
