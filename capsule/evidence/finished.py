@@ -11,7 +11,7 @@ from pathlib import Path
 
 from capsule.analysis.codec import read_analysis
 from capsule.errors import BadInputError
-from capsule.generation.store import arm_done, recorded_status
+from capsule.generation.arm_sidecar import arm_done, recorded_status
 from capsule.jsonio import read_json
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.prereg.loader import plan_arm_backends

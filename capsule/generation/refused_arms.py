@@ -22,8 +22,8 @@ from typing import Any
 
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, CapsuleError
+from capsule.generation.arm_sidecar import arm_dict, now_iso
 from capsule.generation.refusals import BackendRefusedError
-from capsule.generation.store import arm_dict, now_iso
 from capsule.hashing import sha256_bytes, sha256_json
 from capsule.jsonio import read_json_object
 from capsule.machine.software import PACKAGES, installed_version

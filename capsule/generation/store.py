@@ -13,107 +13,40 @@ process updates only its own segment of the sidecar, read afresh from disk, so n
 another's rows or segments. Each segment records where it ran (`Placement`: lane, device, batch
 share) and the batches it wrote.
 
-Whether an arm is complete is answered here alone (`ArmStore.complete`, `arm_done`, `recorded_status`),
-from the one reader of the sidecar (`read_sidecar`): the arm runner, the generate stage and a
-finished run's checks all ask it.
+Whether an arm is complete is answered by `ArmStore.complete` while it runs, and by
+`capsule.generation.arm_sidecar` (`arm_done`, `recorded_status`, the one reader of the sidecar)
+afterwards: the arm runner, the generate stage and a finished run's checks all ask it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, TypeGuard
+from typing import Any
 
 from capsule.atomic import append_jsonl_durable, truncate_torn_tail, write_json_atomic
-from capsule.errors import BadInputError, CapsuleError, VerificationError
+from capsule.errors import BadInputError, VerificationError
 from capsule.faults import crash_point
+from capsule.generation.arm_sidecar import (
+    COMPLETE,
+    META_VERSION,
+    PARTIAL,
+    Placement,
+    arm_dict,
+    is_int,
+    now_iso,
+    read_sidecar,
+)
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
-from capsule.jsonio import read_json_object, read_jsonl_complete
+from capsule.jsonio import read_jsonl_complete
 from capsule.locks import hold
-from capsule.prereg.engine_sharing import Shard
 from capsule.prereg.plan import Arm
 from capsule.run_dir import RunDir
 
-META_VERSION = 1
-Status = Literal["complete", "partial"]  # how a segment leaves an arm ("running" while one runs)
-COMPLETE: Final = "complete"  # a sidecar's status once every key of the arm is generated
-PARTIAL: Final = "partial"  # after a segment that stopped short (a cap, a failure, a signal)
-# Arm fields that do not change rows: caps may be raised to continue a partial arm.
-_BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
 _LOCK_WAIT_S = 600.0  # another lane's append or sidecar write takes milliseconds; a stuck one, not
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where one segment of an arm runs: its lane (1-based), the device the lane sees, and the
-    lane's batch share of the arm (None: all of it)."""
-
-    lane: int
-    device: str
-    shard: Shard | None = None
-
-    def fields(self) -> dict[str, Any]:
-        """What the segment (and the sidecar, for its newest segment) records of it."""
-        where: dict[str, Any] = {"lane": self.lane, "device": self.device}
-        if self.shard is not None:
-            where["batch_share"] = {"shares": [i + 1 for i in self.shard.indices], "of": self.shard.count}
-        return where
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def read_sidecar(path: Path) -> dict[str, Any]:
-    """An arm's sidecar, read (BadInputError when it is not a JSON object): its one reader."""
-    return read_json_object(path, "generations sidecar")
-
-
-def recorded_status(run: RunDir, arm_name: str) -> str | None:
-    """The status an arm's sidecar records ("running", "partial", "complete"); None when there is no
-    sidecar or it cannot be read (opening the arm's store says why)."""
-    path = run.generations_meta(arm_name)
-    try:
-        status = read_sidecar(path).get("status") if path.is_file() else None
-    except (OSError, CapsuleError):
-        return None
-    return status if isinstance(status, str) else None
-
-
-def arm_done(run: RunDir, arm_name: str) -> bool:
-    """Whether an arm's sidecar says it is complete (then nothing is left to generate, and no
-    backend need be loaded for it)."""
-    return recorded_status(run, arm_name) == COMPLETE
-
-
-def now_iso() -> str:
-    """UTC time, ISO 8601, seconds precision."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
-def arm_dict(arm: Arm) -> dict[str, Any]:
-    """The arm as plain JSON-able data."""
-    return dataclasses.asdict(arm)
-
-
-def arm_identity(
-    arm: Arm, batches: list[Batch], input_hashes: dict[int, str], extra: dict[str, Any]
-) -> dict[str, Any]:
-    """Everything that determines this arm's rows; a resumed run must reproduce it exactly."""
-    settings = {k: v for k, v in arm_dict(arm).items() if k not in _BOOKKEEPING}
-    return {
-        "settings": settings,
-        "batches_sha256": sha256_json([list(b.keys) for b in batches]),
-        "inputs_sha256": sha256_json({str(k): v for k, v in sorted(input_hashes.items())}),
-        "n_keys": sum(len(b.keys) for b in batches),
-        "n_batches": len(batches),
-        **extra,
-    }
 
 
 @dataclass
@@ -189,7 +122,7 @@ class ArmStore:
         seen: dict[int, list[int]] = {}
         for row in read_jsonl_complete(self.rows_path, "generations file"):
             key, index = row.get("key"), row.get("batch_index")
-            if not _is_int(key) or not _is_int(index):
+            if not is_int(key) or not is_int(index):
                 raise BadInputError(
                     f"{self.rows_path}: a row's `key` or `batch_index` is not an integer "
                     f"({key!r}, {index!r}); move the arm's files away to rerun it"

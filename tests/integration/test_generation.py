@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from capsule.generation.arm_runner import ArmResult, generate_arm
+from capsule.generation.arm_sidecar import now_iso
 from capsule.generation.backends import Backend, load_backend
-from capsule.generation.store import now_iso
 from capsule.generation.targets import Target, adhoc_target
 from capsule.prereg.adhoc import AdhocOptions
 
