@@ -43,16 +43,9 @@ from capsule.generation.backends.server_launch import (
     stop_leftovers,
     wait_healthy,
 )
-from capsule.generation.backends.server_protocol import (
-    API_PATHS,
-    RequestFailed,
-    chat_body,
-    completion_body,
-    sampling_fields,
-    stream_reply,
-)
+from capsule.generation.backends.server_protocol import RequestFailed, observed_fields, stream_reply
+from capsule.generation.backends.server_requests import API_PATHS, chat_body, completion_body, sampling_fields
 from capsule.generation.chat import stop_token_ids
-from capsule.hashing import sha256_ids
 from capsule.prereg.backend_specs import SPECS, Scope, ServerOptions
 from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
@@ -188,35 +181,13 @@ class ServerBackend:
             return Completion(
                 tuple(reply.token_ids),
                 "length" if reply.finish_reason == "length" else "stop",
-                self._observed(request, reply, seen, seed, attempt),
+                observed_fields(reply, seen, seed, attempt, self.api, request.input_ids),
             )
         raise ServerArmError(
             f"{self.endpoint.base_url}: the request for prompt key {request.key} failed {attempts} times "
             f"(last: {last}); check that the server is up and serving {self.endpoint.model_id!r}, then rerun "
             "the same command: finished batches are kept and the arm resumes"
         )
-
-    def _observed(
-        self, request: Request, reply: Any, seen: dict[str, Any], seed: int, attempt: int
-    ) -> dict[str, Any]:
-        """The row's `request` field: timings (unix s), in-flight count, seed sent, usage, attempts;
-        for the chat API, whether the server's rendering equals the capsule's input ids."""
-        observed: dict[str, Any] = {
-            **seen,
-            "first_token_at": None if reply.first_token_at is None else round(reply.first_token_at, 6),
-            "finished_at": round(time.time(), 6),
-            "seed_sent": int(seed),
-            "finish_reason_reported": reply.finish_reason,
-            "stop_reason": reply.stop_reason,
-            "usage": reply.usage,
-            "attempts": attempt,
-            "api": self.api,
-        }
-        if self.api == "chat":
-            ids = reply.prompt_token_ids
-            observed["server_prompt_ids_sha256"] = None if ids is None else sha256_ids(ids)
-            observed["server_prompt_matches"] = None if ids is None else list(ids) == list(request.input_ids)
-        return observed
 
     def _check_alive(self) -> None:
         if self.server is not None and not self.server.alive():

@@ -1,10 +1,5 @@
-"""The wire protocol of an OpenAI-compatible endpoint: request bodies, one streamed reply, its failures.
-
-Two request shapes. The default sends the capsule's own token ids to `/v1/completions` (vLLM takes a
-prompt given as a list of ids), so the server computes on exactly the ids every other backend gets.
-The chat shape sends the prompt text to `/v1/chat/completions` and lets the server render the chat
-template, as the authors of Agents-A1 did; the ids the server rendered come back with
-`return_token_ids` (vLLM) and are compared with the capsule's own rendering.
+"""The wire protocol of an OpenAI-compatible endpoint: one streamed reply, what a row records of it,
+and its failures (the request bodies are `capsule.generation.backends.server_requests`).
 
 Replies are streamed (server-sent events) so the first token's arrival is timed, and always carry
 the generated token ids (`return_token_ids`), which the capsule decodes with its own tokenizer. A
@@ -21,15 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capsule.hashing import sha256_ids
+
 if TYPE_CHECKING:
     import httpx
 
     from capsule.generation.backends.server_endpoint import Endpoint
-    from capsule.prereg.plan import Decoding
-
-#: The path of each API under the endpoint's /v1 base.
-API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
-
 
 class RequestFailed(Exception):
     """One request got no usable reply; `retryable` says whether the same request may be sent again.
@@ -85,51 +77,6 @@ class Reply:
     usage: dict[str, Any] | None = None
     prompt_token_ids: list[int] | None = None  # as the server rendered / received them, where returned
     model: str | None = None
-
-
-def sampling_fields(decoding: Decoding, max_tokens: int, seed: int) -> dict[str, Any]:
-    """The sampling part of a request body: every knob explicit, so no server-side default applies
-    (vLLM otherwise fills missing fields from the model's generation_config.json)."""
-    if decoding.mode == "greedy":
-        knobs: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0}
-        penalties = {"presence_penalty": 0.0, "repetition_penalty": 1.0}
-    else:
-        knobs = {
-            "temperature": decoding.temperature,
-            "top_p": decoding.top_p,
-            "top_k": decoding.top_k if decoding.top_k > 0 else -1,
-            "min_p": decoding.min_p,
-        }
-        penalties = {
-            "presence_penalty": decoding.presence_penalty,
-            "repetition_penalty": decoding.repetition_penalty,
-        }
-    return {
-        **knobs,
-        **penalties,
-        "frequency_penalty": 0.0,
-        "max_tokens": max_tokens,
-        "seed": int(seed),
-        "n": 1,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "return_token_ids": True,
-    }
-
-
-def completion_body(
-    model: str, input_ids: tuple[int, ...], sampling: dict[str, Any], stop_ids: list[int]
-) -> dict[str, Any]:
-    """A /v1/completions body with the prompt as token ids, stopping on the model's own stop ids."""
-    return {"model": model, "prompt": list(input_ids), "stop_token_ids": list(stop_ids), **sampling}
-
-
-def chat_body(model: str, text: str, sampling: dict[str, Any], thinking: bool | None) -> dict[str, Any]:
-    """A /v1/chat/completions body with one user turn; `thinking` None leaves the template's default."""
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": text}], **sampling}
-    if thinking is not None:
-        body["chat_template_kwargs"] = {"enable_thinking": thinking}
-    return body
 
 
 def _ids(value: Any, field: str) -> list[int]:
@@ -299,3 +246,27 @@ def stream_reply(client: httpx.Client, url: str, body: dict[str, Any], headers: 
         raise RequestFailed(f"{url}: the request ended with finish_reason {reply.finish_reason!r}", True)
     _check_counts(reply, url, int(body["max_tokens"]))
     return reply
+
+
+def observed_fields(
+    reply: Reply, seen: dict[str, Any], seed: int, attempt: int, api: str, input_ids: tuple[int, ...]
+) -> dict[str, Any]:
+    """A row's `request` field from its reply: timings (unix s), in-flight count (`seen`, from the
+    send), seed sent, usage, attempts; for the chat API, whether the server's rendering equals the
+    capsule's input ids."""
+    observed: dict[str, Any] = {
+        **seen,
+        "first_token_at": None if reply.first_token_at is None else round(reply.first_token_at, 6),
+        "finished_at": round(time.time(), 6),
+        "seed_sent": int(seed),
+        "finish_reason_reported": reply.finish_reason,
+        "stop_reason": reply.stop_reason,
+        "usage": reply.usage,
+        "attempts": attempt,
+        "api": api,
+    }
+    if api == "chat":
+        ids = reply.prompt_token_ids
+        observed["server_prompt_ids_sha256"] = None if ids is None else sha256_ids(ids)
+        observed["server_prompt_matches"] = None if ids is None else list(ids) == list(input_ids)
+    return observed
