@@ -28,10 +28,10 @@ from capsule import __version__
 from capsule.atomic import check_output_dir, make_directory, write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.hashing import sha256_file
-from capsule.jsonio import read_json_object
 from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
+from capsule.pipeline.run_start import RunStart, read_run_start
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, utc_now, write_entry_copy
 from capsule.prereg.ledger_entries import FileRecord
 from capsule.prereg.loader import PLAN_FILE
@@ -54,10 +54,10 @@ def recorded_in(ledger: Ledger) -> Finished:
     that was interrupted. A run directory whose run.json cannot be read is never resumed either."""
     def finished(run: RunDir) -> bool:
         try:
-            run_id = read_json_object(run.record, "run record").get("run_id")
+            run_id = read_run_start(run.path).run_id
         except (OSError, CapsuleError):
             return False
-        return isinstance(run_id, str) and ledger.current().records_run(run_id)
+        return ledger.current().records_run(run_id)
     return finished
 
 
@@ -65,7 +65,7 @@ def recorded_in(ledger: Ledger) -> Finished:
 class OpenRun:
     """An open run directory (its layout) and its identity record."""
     dir: RunDir
-    record: dict[str, Any]
+    record: RunStart
     resumed: bool
 
     @property
@@ -76,25 +76,13 @@ class OpenRun:
     @property
     def run_id(self) -> str:
         """The run's id: UTC start time and a short plan hash."""
-        return str(self.record["run_id"])
+        return self.record.run_id
 
 
 def new_run_id(plan_sha256: str, now: datetime | None = None) -> str:
     """`YYYYmmddTHHMMSSZ-<first 8 hex of the plan hash>`: sortable by time, names the plan bytes."""
     moment = now or datetime.now(UTC)
     return f"{moment.strftime('%Y%m%dT%H%M%SZ')}-{plan_sha256[:8]}"
-
-
-def read_run_record(path: Path) -> dict[str, Any]:
-    """Load `run.json` of a run directory (BadInputError naming the file if absent or malformed)."""
-    record_path = RunDir(path).record
-    if not record_path.exists():
-        raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory")
-    record = read_json_object(record_path, "run record (run.json)")
-    for field in ("run_id", "plan_sha256", "plan_path", "ledger_head_at_start", "started"):
-        if field not in record:
-            raise BadInputError(f"{record_path}: missing field '{field}'")
-    return dict(record)
 
 
 def _resumable(results_root: Path, plan_sha256: str, finished: Finished) -> Path | None:
@@ -105,10 +93,10 @@ def _resumable(results_root: Path, plan_sha256: str, finished: Finished) -> Path
         if not record_path.is_file() or finished(RunDir(candidate)):
             continue
         try:
-            record = read_json_object(record_path, "run record (run.json)")
+            record = read_run_start(candidate)
         except BadInputError:
             continue
-        if record.get("plan_sha256") == plan_sha256:
+        if record.plan_sha256 == plan_sha256:
             return candidate
     return None
 
@@ -212,10 +200,10 @@ def _open_at(
     `run_id`; the caller holds its lock."""
     path = explicit
     if RunDir(explicit).record.exists():
-        record = read_run_record(explicit)
-        if record["plan_sha256"] != plan_sha256:
+        record = read_run_start(explicit)
+        if record.plan_sha256 != plan_sha256:
             raise BadInputError(
-                f"{explicit}: made from plan sha256 {record['plan_sha256'][:12]}…, but {plan_path} is "
+                f"{explicit}: made from plan sha256 {record.plan_sha256[:12]}…, but {plan_path} is "
                 f"{plan_sha256[:12]}…; results of different plans are never mixed: choose a new {option}"
             )
         if finished(RunDir(explicit)):
@@ -227,22 +215,21 @@ def _open_at(
             f"the run directory itself: give a new or empty one, or leave {option} out"
         )
     make_directory(path, "run directory")
-    record = {
-        "run_id": run_id,
-        "plan_path": plan_path,
-        "plan_sha256": plan_sha256,
-        "ledger_head_at_start": ledger_head if isinstance(ledger_head, str) else ledger_head(run_id),
-        "started": utc_now(),
-        "capsule_version": __version__,
-    }
-    write_json_atomic(RunDir(path).record, record)
+    record = RunStart(
+        run_id=run_id,
+        plan_path=plan_path,
+        plan_sha256=plan_sha256,
+        ledger_head_at_start=ledger_head if isinstance(ledger_head, str) else ledger_head(run_id),
+        started=utc_now(),
+        capsule_version=__version__,
+    )
+    write_json_atomic(RunDir(path).record, record.to_json())
     return OpenRun(RunDir(path), record, resumed=False)
 
 
 def run_plan_path(run_dir: Path, root: Path) -> Path:
     """The sealed plan a run was made from, as its run.json records it (relative to the repo root)."""
-    plan_path: str = read_run_record(run_dir)["plan_path"]
-    return root / plan_path
+    return root / read_run_start(run_dir).plan_path
 
 
 def copy_plan(run: OpenRun, plan_bytes: bytes, seal: FileRecord) -> None:

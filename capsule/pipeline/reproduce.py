@@ -258,15 +258,15 @@ def _run_opened(
         else f"{'rehearsal' if options.rehearse else 'dry run'}: not appended to the ledger"
     )
     say(f"signed bundle: {bundle.n_files} files, key {bundle.fingerprint}; {chained}")
-    verify = verify_command(run.dir, ledger, run.record["plan_path"], bundle.fingerprint, sealed.data)
+    verify = verify_command(run.dir, ledger, run.record.plan_path, bundle.fingerprint, sealed.data)
     reference = None
     if options.recorded:
         say("comparing with the committed reference run of this plan")
         from capsule.evidence.trust import untrusted_warning
 
-        untrusted = untrusted_warning(ledger, run.record["plan_path"], bundle.fingerprint, sealed.data)
+        untrusted = untrusted_warning(ledger, run.record.plan_path, bundle.fingerprint, sealed.data)
         reference = compare_with_reference(
-            run.path, run.record["plan_path"], ledger.path, pinned=untrusted is not None
+            run.path, run.record.plan_path, ledger.path, pinned=untrusted is not None
         )
     return ReproduceResult(
         run.path,

@@ -30,10 +30,10 @@ def report_and_sign(
     return make_bundle(
         run.path,
         run_id=run.run_id,
-        plan_path=run.record["plan_path"],
+        plan_path=run.record.plan_path,
         plan_sha256=plan_sha256,
         manifest_digest=manifest_digest,
-        ledger_head_at_start=run.record["ledger_head_at_start"],
+        ledger_head_at_start=run.record.ledger_head_at_start,
         key=key,
         ledger=ledger,
     )

@@ -9,7 +9,7 @@ arm, a library caller's) through the same parser before it runs.
 An ad-hoc run is not sealed, and its run directory says so. It holds `adhoc.json`
 (`adhoc_record`: the arm table, the prompt file's sha256 and the keys, as canonical JSON), and its
 `run.json` records that file's sha256 as `plan_sha256`, `plan_path` "adhoc" and
-`ledger_head_at_start` "none" (`is_adhoc`): no ledger entry precedes it, so it is never bundled
+`ledger_head_at_start` "none": no ledger entry precedes it, so it is never bundled
 as evidence, and `reproduce` refuses it as a run of another plan.
 """
 
@@ -103,11 +103,3 @@ def adhoc_bytes(record: Mapping[str, Any]) -> bytes:
 def adhoc_sha256(record: Mapping[str, Any]) -> str:
     """The sha256 an ad-hoc run records as its `plan_sha256`."""
     return sha256_bytes(adhoc_bytes(record))
-
-
-def is_adhoc(run_record: Mapping[str, Any]) -> bool:
-    """Whether a run.json describes an ad-hoc (unsealed) run."""
-    return (
-        run_record.get("plan_path") == ADHOC_PLAN_PATH
-        and run_record.get("ledger_head_at_start") == NO_LEDGER_HEAD
-    )

@@ -90,6 +90,7 @@ def test_run_dir_of_another_plan_is_refused(repo_copy: Path) -> None:
                 "plan_sha256": "0" * 64,
                 "ledger_head_at_start": "0" * 64,
                 "started": "2026-01-01T00:00:00Z",
+                "capsule_version": "0.1.0",
             }
         )
     )
