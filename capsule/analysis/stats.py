@@ -137,18 +137,6 @@ def bootstrap_interval(
     return percentile_interval(_statistic(_sums(metric_parts, counts)), confidence)
 
 
-def cluster_bootstrap(
-    metric_parts: Sequence[Part], rng: np.random.Generator, resamples: int, confidence: float
-) -> tuple[float, float]:
-    """Percentile interval of a metric, resampling prompts (clusters of instructions) with replacement.
-
-    Instructions within a prompt are not independent, so instruction-level and composite metrics
-    resample whole prompts; the metric is recomputed as a ratio of sums on each sample.
-    """
-    n = len(metric_parts[0][0]) if metric_parts else 0
-    return bootstrap_interval(metric_parts, resample_counts(n, resamples, rng), confidence)
-
-
 def paired_difference_bootstrap(
     parts_a: Sequence[Part],
     parts_b: Sequence[Part],
@@ -176,21 +164,6 @@ def paired_difference_interval(
 def is_powered(n: int, min_n: int) -> bool:
     """The plan's minimum-n rule: a verdict is read only from at least `min_n` prompts (or pairs)."""
     return n >= min_n
-
-
-def min_n_for_half_width(p: float, half_width: float, confidence: float) -> int:
-    """Smallest n whose Wilson interval around proportion p is no wider than +-`half_width`.
-
-    A planning aid for choosing `min_n`: e.g. p = 0.3, half-width 0.05 at 95% needs about 320.
-    """
-    if not 0 < half_width < 0.5:
-        raise ValueError("half_width must be in (0, 0.5)")
-    n = 1
-    while True:
-        low, high = wilson(round(p * n), n, confidence)
-        if (high - low) / 2 <= half_width:
-            return n
-        n += 1
 
 
 def claim_verdict(claim: float, interval: tuple[float, float], n: int, min_n: int) -> str:

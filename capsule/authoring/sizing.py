@@ -121,12 +121,6 @@ class PlanEstimate:
         """Minutes for every arm one after another, starts included."""
         return sum(self._run_minutes(most))
 
-    def with_lanes(self, lanes: int, most: bool = False) -> float:
-        """Minutes with `lanes` lanes: engine runs (never split) placed longest first on the least
-        loaded lane; the longest lane's minutes. Assumes lanes do not slow each other."""
-        minutes = self._run_minutes(most)
-        return max(sum(minutes[i] for i in lane) for lane in place_longest_first(minutes, lanes))
-
 
 def place_longest_first(weights: list[float], lanes: int) -> list[list[int]]:
     """Each item (by index) placed, longest first, on the least loaded of `lanes` lanes (ties: the

@@ -227,11 +227,6 @@ def _open_at(
     return OpenRun(RunDir(path), record, resumed=False)
 
 
-def run_plan_path(run_dir: Path, root: Path) -> Path:
-    """The sealed plan a run was made from, as its run.json records it (relative to the repo root)."""
-    return root / read_run_start(run_dir).plan_path
-
-
 def copy_plan(run: OpenRun, plan_bytes: bytes, seal: FileRecord) -> None:
     """Put the sealed plan's bytes and its ledger entry into the run directory once; on resume,
     refuse a copy that differs from the seal (the run directory was edited)."""

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capsule.analysis.schema import Analysis
-from capsule.atomic import write_bytes_atomic
 from capsule.jsonio import read_jsonl_complete
 from capsule.report.canvas import CAP_COLOR, RC, legend_below, new_figure, png_bytes, right_labels
 from capsule.report.control_figures import divergence_figure, scorer_figure
@@ -100,17 +99,3 @@ def render_plots(analysis: Analysis, run_dir: Path) -> dict[str, bytes]:
             if figure is not None:
                 out[name] = png_bytes(figure)
     return out
-
-
-def write_plots(run_dir: Path, analysis: Analysis) -> list[Path]:
-    """Write `run_dir/plots/*.png` and remove stale ones of the same names; return the paths written."""
-    rendered = render_plots(analysis, run_dir)
-    written = []
-    for name in PLOTS:
-        path = RunDir(run_dir).plot(name)
-        if name in rendered:
-            write_bytes_atomic(path, rendered[name])
-            written.append(path)
-        elif path.exists():
-            path.unlink()
-    return written

@@ -30,13 +30,13 @@ def test_reference_analysis_rederives(run: Path, tmp_path: Path) -> None:
     from capsule.analysis.codec import write_analysis
     from capsule.artifacts.embedded_model import fetch_model
     from capsule.artifacts.pinned_prompts import fetch_prompts
-    from capsule.pipeline.opening import run_plan_path
+    from capsule.pipeline.run_start import read_run_start
     from capsule.pipeline.stage_score import derive_analysis, model_tokenizer
     from capsule.prereg.loader import load_plan
     from capsule.run_dir import RunDir
     from ifeval_scorer import load_prompts
 
-    plan = load_plan(run_plan_path(run, REPO))
+    plan = load_plan(REPO / read_run_start(run).plan_path)
     prompts = load_prompts(fetch_prompts().path)
     again = derive_analysis(RunDir(run), plan, prompts, model_tokenizer(fetch_model()[0]), rescore=True)
     write_analysis(tmp_path / "analysis.json", again)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from test_report_support import make_run
 from capsule.analysis.codec import analysis_from_json
 from capsule.analysis.schema import Analysis
 from capsule.report.document import PLOT_CAPTIONS, write_report
-from capsule.report.plots import PLOTS, render_plots, write_plots
+from capsule.report.plots import PLOTS, render_plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -44,16 +43,18 @@ def test_rendering_twice_gives_identical_bytes(run: Path, rendered: dict[str, by
 
 
 def test_plots_without_data_are_skipped_and_stale_files_removed(tmp_path: Path) -> None:
+    """The report writes a plot only where there is data for it, and removes an old file of a plot it
+    no longer draws (no stale image beside a new RESULTS.md)."""
     run = make_run(tmp_path, comparisons=False)
-    analysis = _analysis(run)
     stale = run / "plots" / "discordance.png"
-    stale.parent.mkdir(parents=True)
+    stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_bytes(b"old")
-    for arm in analysis.arms:  # no generations: no length plot
+    for arm in _analysis(run).arms:  # no generations: no length plot
         (run / "generations" / f"{arm}.jsonl").unlink()
-    written = write_plots(run, replace(analysis, controls={}))
-    assert [p.name for p in written] == ["arms.png"]
-    assert not stale.exists()
+    text = write_report(run).read_text(encoding="utf-8")
+    assert not stale.exists() and "](plots/discordance.png)" not in text
+    assert not (run / "plots" / "lengths.png").exists()
+    assert (run / "plots" / "arms.png").is_file()
 
 
 def test_results_md_references_the_plots_it_wrote(tmp_path: Path) -> None:
