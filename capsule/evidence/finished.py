@@ -11,8 +11,7 @@ from pathlib import Path
 
 from capsule.analysis.codec import read_analysis
 from capsule.errors import BadInputError
-from capsule.generation.arm_sidecar import arm_done, recorded_status
-from capsule.jsonio import read_json
+from capsule.generation.arm_sidecar import arm_done, load_sidecar, recorded_status
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.prereg.loader import plan_arm_backends
 from capsule.run_dir import RunDir
@@ -50,11 +49,8 @@ def check_not_dry_run(run_dir: Path, arms: Iterable[str] | None = None) -> None:
         raise BadInputError(f"{run.plan}: the run's plan copy cannot be read ({error.strerror})") from None
     names = list(arms) if arms is not None else [a for a in declared if run.generations_meta(a).is_file()]
     for arm in names:
-        meta = read_json(run.generations_meta(arm), "generations meta")
-        ran = {
-            (meta.get(part) or {}).get(key) if isinstance(meta.get(part), dict) else None
-            for part, key in (("arm", "backend"), ("backend", "backend"))
-        } if isinstance(meta, dict) else set()
+        sidecar = load_sidecar(run.generations_meta(arm))
+        ran = {sidecar.declared_backend, sidecar.ran_backend}
         if FAKE_BACKEND in ran and declared.get(arm) != FAKE_BACKEND:
             raise BadInputError(
                 f"{run.generations_meta(arm)}: arm {arm} ran on the fake backend, its plan declares "

@@ -228,7 +228,7 @@ class ArmRun:
         arm, store = self.arm, self.store
         store.start(arm, self.identity, self.plan_hash, self.manifest_digest, self.placement)
         started = time.monotonic()
-        wall = WallClock(arm.max_wall_minutes, float(store.meta.get("elapsed_s", 0.0)), started)
+        wall = WallClock(arm.max_wall_minutes, store.elapsed_s, started)
         bar = progress_bar(len(self.keys) - self.rows_before, progress and bool(todo), arm.name)
         writer = RowWriter(arm, self.inputs, self.prompts, self.tokenizer, store, bar, started, interrupts)
         reason = ""

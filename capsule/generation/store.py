@@ -72,6 +72,11 @@ class ArmStore:
         return self.run.generations_meta(self.arm_name)
 
     @property
+    def elapsed_s(self) -> float:
+        """Seconds the arm's earlier segments generated for (0 before its first)."""
+        return float(self.meta.get("elapsed_s", 0.0))
+
+    @property
     def complete(self) -> bool:
         """Whether the sidecar on disk, as opened or last written, says the arm is complete."""
         return self.persisted and self.meta.get("status") == COMPLETE

@@ -62,7 +62,7 @@ def write_run_files(run_dir: Path, rng: random.Random, head: str) -> None:
         "manifest.json": MANIFEST_BYTES,
         "generations/greedy.jsonl": b'{"key": 1, "response": "Hello."}\n{"key": 2, "response": "Hi"}\n',
         "generations/greedy.meta.json": json.dumps({  # what verify reads of a sidecar (arm_records)
-            "arm": "greedy", "manifest_digest": MANIFEST_DIGEST,
+            "arm": "greedy", "status": "complete", "manifest_digest": MANIFEST_DIGEST,
             "segments": [{"manifest_digest": MANIFEST_DIGEST}],
         }).encode() + b"\n",
         "generations/sampled.jsonl.gz": gzip.compress(b'{"key": 1, "response": "Yo"}\n', mtime=0),

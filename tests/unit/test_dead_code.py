@@ -34,7 +34,8 @@ def _definitions(tree: ast.Module) -> Iterator[tuple[int, str]]:
                 yield node.lineno, node.name
         if isinstance(node, ast.ClassDef):
             for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("__"):
+                method = isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if method and not item.name.startswith("__"):
                     yield item.lineno, item.name
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]

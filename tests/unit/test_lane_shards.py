@@ -16,6 +16,7 @@ from capsule.faults import KILL_AT_ENV
 from capsule.pipeline import lanes as lanes_module
 from capsule.pipeline.lanes import LaneFailedError, LaneOptions, assign_lanes, check_lanes, start_weights
 from capsule.pipeline.opening import OpenRun
+from capsule.pipeline.run_start import RunStart
 from capsule.pipeline.stage_generate import GenerateInputs, generate_all
 from capsule.prereg.engine_sharing import LaneUnit, Shard, split_units
 from capsule.prereg.loader import load_plan
@@ -42,7 +43,9 @@ def _plan(repo_root: Path, *names: str) -> Plan:
 
 def _generate(plan: Plan, path: Path, lanes: int, prompts_path: Path) -> list[str]:
     said: list[str] = []
-    run = OpenRun(RunDir(path), {"run_id": path.name}, resumed=False)
+    record = RunStart(run_id=path.name, plan_path=SMOKE, plan_sha256="0" * 64, ledger_head_at_start="none",
+                      started="", capsule_version="")
+    run = OpenRun(RunDir(path), record, resumed=False)
     inputs = GenerateInputs(load_prompts(prompts_path), None, "shards-test", "")
     generate_all(plan, run, inputs, dry_run=True, progress=False, say=said.append, lanes=LaneOptions(lanes))
     return said

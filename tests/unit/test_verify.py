@@ -134,7 +134,7 @@ def test_an_arm_generated_on_another_machine_fails(study: Study, where: str) -> 
     another run before signing) is refused, though its signature and every file's hash hold; a
     sidecar naming this run's fingerprint throughout verifies."""
     digest, other = manifest_digest_of(study.run_dir), "f" * 64
-    meta: dict[str, Any] = {"arm": "greedy", "manifest_digest": digest,
+    meta: dict[str, Any] = {"arm": "greedy", "status": "complete", "manifest_digest": digest,
             "segments": [{"manifest_digest": digest}, {"manifest_digest": digest}]}
     if where == "sidecar":
         meta["manifest_digest"] = other
