@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from capsule.faults import KILL_AT_ENV
 from capsule.generation.backends.server_launch import read_record, running
 from capsule.run_dir import RunDir
 
@@ -35,10 +36,14 @@ ARM = ["--dtype", "float32", "--batch-size", "2", "--max-new-tokens", "32", "--f
 TIMEOUT_S = 600
 
 
-def _generate(out: Path, *extra: str) -> subprocess.Popen[str]:
+def _generate(out: Path, *extra: str, kill_at: str | None = None) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != KILL_AT_ENV}
+    if kill_at is not None:
+        env[KILL_AT_ENV] = kill_at
     return subprocess.Popen(
         [sys.executable, "-m", "capsule", "generate", "--out", str(out), *ARM, *extra],
         cwd=Path(__file__).resolve().parents[2],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -73,11 +78,11 @@ def _alive(record: dict[str, Any]) -> bool:
 
 def test_sigkill_a_dead_server_and_resume_keeps_every_row_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    # 1. SIGKILL the capsule after its first batch: the server it launched is orphaned
-    first = _generate(out, "--backend", "server", "--name", "server")
-    _wait_for(lambda: len(_rows(out, "server")) >= 2, first, "the first batch")
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    # 1. the capsule SIGKILLed right after its first batch is on disk (its own crash point, so a fast
+    # CPU cannot finish the arm first, as one did when the test sent the signal): its server is orphaned
+    first = _generate(out, "--backend", "server", "--name", "server", kill_at="after-batch:server")
+    assert first.wait(timeout=TIMEOUT_S) == -signal.SIGKILL, first.stdout.read()  # type: ignore[union-attr]
+    assert 0 < len(_rows(out, "server")) < N_KEYS
     orphan = _record(out, 1)
     assert orphan is not None and _alive(orphan)
     kept = _rows(out, "server")
