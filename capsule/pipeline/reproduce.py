@@ -23,7 +23,7 @@ from capsule.artifacts.model_store import ensure_model_dir
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
-from capsule.hashing import sha256_bytes, sha256_file
+from capsule.hashing import sha256_file
 from capsule.pipeline.lanes import LaneOptions, check_lanes
 from capsule.pipeline.opening import (
     OpenRun,
@@ -42,15 +42,14 @@ from capsule.pipeline.rehearsal import (
     prepare_rehearsal,
     write_rehearsal_record,
 )
-from capsule.prereg.ledger import Ledger, check_sealed
-from capsule.prereg.loader import plan_file, read_plan
-from capsule.prereg.plan import Plan
+from capsule.prereg.ledger import Ledger
+from capsule.prereg.loader import plan_file
+from capsule.prereg.sealed_plan import SealedPlan, open_sealed_plan
 from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT, RunDir
 
 if TYPE_CHECKING:
     from capsule.analysis.schema import Headline
     from capsule.evidence.signing import SigningKey
-    from capsule.prereg.ledger_entries import FileRecord
     from ifeval_scorer import Prompt
 
 
@@ -95,28 +94,6 @@ class ReproduceResult:
     bundle_fingerprint: str
     verify_command: str  # what checks it: with --key where the plan does not trust the signing key
     reference: ReferenceComparison | None = None  # the run against its plan's committed reference run
-
-
-@dataclass(frozen=True)
-class SealedPlan:
-    """A plan read once: the parsed plan, its file and bytes, its ledger record, and the verified
-    ledger it was checked against."""
-    plan: Plan
-    file: Path
-    data: bytes
-    seal: FileRecord
-    ledger: Ledger
-
-
-def load_sealed_plan(plan_path: Path, ledger_path: Path) -> SealedPlan:
-    """Read and validate the plan, verify the ledger, and check the plan's bytes are sealed in it
-    (BadInputError / VerificationError before anything is written)."""
-    file = plan_file(plan_path)
-    plan, data = read_plan(file)
-    ledger = Ledger.load(ledger_path)
-    ledger.verify()
-    seal = check_sealed(ledger, file, sha256_bytes(data))
-    return SealedPlan(plan, file, data, seal, ledger)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -209,7 +186,7 @@ def _load_for(options: ReproduceOptions) -> SealedPlan:
                 f"--rehearse: {relative} is not sealed in {ledger.path}; a rehearsal runs a sealed plan "
                 f"as a GPU host will: seal it first (`capsule prereg seal {relative} --note ...`)"
             )
-    return load_sealed_plan(options.plan_path, options.ledger_path)
+    return open_sealed_plan(options.plan_path, options.ledger_path)
 
 
 def _run_opened(

