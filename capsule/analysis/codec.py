@@ -8,7 +8,8 @@ required key is there and no other. Values are never converted (an int stays an 
 is declared), so decoding a file and encoding it again gives the same JSON and, written by
 `capsule.atomic.write_json_atomic`, the same bytes. A field whose metadata says `OMIT_NONE`
 (`capsule.analysis.fields`) is left out of the JSON when it is None, and read as None when absent. A
-union of dataclasses is decoded as the one member whose fields match the object's keys. A dataclass
+control's section is decoded as the class its `kind` names (`control_schema.section_type`); another
+union of dataclasses as the one member whose fields match the object's keys. A dataclass
 with `TRANSPARENT = True` and a single field stands for that field's value (a mapping whose shape
 another package owns).
 """
@@ -22,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from capsule.analysis.control_schema import ControlSection, section_type
 from capsule.analysis.schema import SCHEMA, Analysis
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError
@@ -132,6 +134,8 @@ def decode(hint: Any, data: Any, where: str = "analysis") -> Any:
     """The value of type `hint` that `data` (plain JSON) encodes; BadInputError naming `where` when
     `data` does not fit the schema."""
     origin = get_origin(hint)
+    if hint == ControlSection:  # a control's section: its class is the one its kind names
+        return _decode_dataclass(section_type(data, where), data, where)
     if origin is Union or origin is types.UnionType:
         members = [arg for arg in get_args(hint) if arg is not type(None)]
         if data is None:

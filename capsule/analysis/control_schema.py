@@ -2,16 +2,21 @@
 
 Every section carries its control's kind, arms, description and failures; a control that could not
 run is a `SkippedControl` saying why. The generation sections come from `capsule.analysis.controls`,
-the scorer sections from `capsule.analysis.scorer_controls`.
+the scorer sections from `capsule.analysis.scorer_controls`. analysis.json is decoded by kind
+(`section_type`: the kind's row in `capsule.prereg.control_kinds` names its section), never by which
+class's fields the keys happen to fit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from capsule.analysis.fields import omittable
 from capsule.analysis.paired_schema import Paired
+from capsule.errors import BadInputError
+from capsule.prereg.control_kinds import control_kind, resolve
 
 
 @dataclass(frozen=True)
@@ -243,3 +248,21 @@ class SanitySection(ControlHeader):
 ControlSection = (
     RerunSection | ContrastSection | SeedVsBatchSection | StabilitySection | SanitySection | SkippedControl
 )
+
+
+def section_type(data: Any, where: str) -> type:
+    """The section class of a control's analysis.json object, chosen by its `kind` (each kind's row in
+    `capsule.prereg.control_kinds` names it) or, for a control that could not run, by its `skipped`
+    reason; BadInputError naming `where` for an unknown or missing kind."""
+    if not isinstance(data, Mapping):
+        raise BadInputError(f"{where}: expected a control's object, got {type(data).__name__}")
+    if "skipped" in data:
+        return SkippedControl
+    kind = data.get("kind")
+    if not isinstance(kind, str):
+        raise BadInputError(f"{where}: a control section names its kind (field 'kind' missing)")
+    try:
+        section: type = resolve(control_kind(kind).section)
+    except BadInputError as error:
+        raise BadInputError(f"{where}: {error}") from None
+    return section

@@ -2,10 +2,11 @@
 
 A row says how many arms the kind reads, which arm fields may differ between them, which keys its
 `[[controls]]` table takes, its title in the report, and where its code lives: a kind-specific
-plan check, the analysis runner and the report renderer, as lazy "module:function" targets (like
-the backend registry) so that this module, at the bottom of the stack, imports no layer above it.
-The loader, `capsule.prereg.checks`, `capsule.analysis.derive` and `capsule.report.controls` all
-read this table; adding a kind is one row here plus the functions it names.
+plan check, the analysis runner, the section type analysis.json records it as (and is decoded by)
+and the report renderer, as lazy "module:function" targets (like the backend registry) so that this
+module, at the bottom of the stack, imports no layer above it. The loader, `capsule.prereg.checks`,
+`capsule.analysis.derive`, `capsule.analysis.codec` and `capsule.report.controls` all read this
+table; adding a kind is one row here plus the functions and section it names.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class ControlKind:
     optional: tuple[str, ...]  # optional keys of its table
     title: str  # as the report names the kind
     runner: str  # "module:function" (control, inputs) -> section, in capsule.analysis
+    section: str  # "module:Class": the section type its runner returns, which analysis.json decodes by kind
     renderer: str  # "module:function" (section, analysis) -> Markdown lines, in capsule.report
     check: str | None = None  # "module:function" (plan, where, control, arms) -> None, in capsule.prereg
 
@@ -39,6 +41,7 @@ class ControlKind:
 _GENERATION_KEYS = ("name", "kind", "arms")
 _CHECKS = "capsule.prereg.checks"
 _RUNNERS = "capsule.analysis.controls"
+_SECTIONS = "capsule.analysis.control_schema"
 _SCORER_RUNNERS = "capsule.analysis.scorer_controls"
 _RENDERERS = "capsule.report.generation_controls"
 _SCORER_RENDERERS = "capsule.report.scorer_controls"
@@ -53,6 +56,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("description",),
         title="rerun identity",
         runner=f"{_RUNNERS}:rerun_identity",
+        section=f"{_SECTIONS}:RerunSection",
         renderer=f"{_RENDERERS}:render_rerun",
     ),
     ControlKind(
@@ -63,6 +67,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("description",),
         title="batch-size contrast",
         runner=f"{_RUNNERS}:setting_contrast",
+        section=f"{_SECTIONS}:ContrastSection",
         renderer=f"{_RENDERERS}:render_contrast",
         check=f"{_CHECKS}:check_batch_sizes",
     ),
@@ -74,6 +79,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("description",),
         title="backend contrast",
         runner=f"{_RUNNERS}:setting_contrast",
+        section=f"{_SECTIONS}:ContrastSection",
         renderer=f"{_RENDERERS}:render_contrast",
         check=f"{_CHECKS}:check_backends",
     ),
@@ -85,6 +91,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("description",),
         title="cross-device contrast",
         runner=f"{_RUNNERS}:setting_contrast",
+        section=f"{_SECTIONS}:ContrastSection",
         renderer=f"{_RENDERERS}:render_contrast",
         check=f"{_CHECKS}:check_devices",
     ),
@@ -96,6 +103,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("description",),
         title="seed vs batch size",
         runner=f"{_RUNNERS}:seed_vs_batch",
+        section=f"{_SECTIONS}:SeedVsBatchSection",
         renderer=f"{_RENDERERS}:render_seed_vs_batch",
         check=f"{_CHECKS}:check_seed_grid",
     ),
@@ -107,6 +115,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("description",),
         title="scorer stability",
         runner=f"{_SCORER_RUNNERS}:run_scorer_stability",
+        section=f"{_SECTIONS}:StabilitySection",
         renderer=f"{_SCORER_RENDERERS}:render_stability",
     ),
     ControlKind(
@@ -117,6 +126,7 @@ KINDS: tuple[ControlKind, ...] = (
         optional=("arms", "description"),
         title="scorer sanity",
         runner=f"{_SCORER_RUNNERS}:run_scorer_sanity",
+        section=f"{_SECTIONS}:SanitySection",
         renderer=f"{_SCORER_RENDERERS}:render_sanity",
         check=f"{_CHECKS}:check_compliant",
     ),
@@ -136,6 +146,6 @@ def control_kind(name: str) -> ControlKind:
 
 
 def resolve(target: str) -> Any:
-    """The function a "module:function" target names, imported on first use."""
+    """The function (or class) a "module:function" target names, imported on first use."""
     module_name, attribute = target.split(":")
     return getattr(importlib.import_module(module_name), attribute)

@@ -18,6 +18,7 @@ from capsule.analysis.control_schema import (
     StabilitySection,
 )
 from capsule.errors import BadInputError
+from capsule.prereg.control_kinds import KINDS, control_kind, resolve
 
 REFERENCE = [run / "analysis.json" for run in RUNS]  # the committed runs, the v2 run first
 
@@ -58,3 +59,27 @@ def test_keys_outside_the_schema_are_refused_by_name() -> None:
     del data["headline"]["readings"][0]["verdict"]
     with pytest.raises(BadInputError, match=r"readings\[0\]: missing key\(s\) verdict"):
         analysis_from_json(data)
+
+
+def test_control_sections_decode_by_kind_not_by_shape() -> None:
+    """Each section is read as the class its kind's row names (issue 39, item 5): a section whose keys
+    fit another kind's class, an unknown kind or no kind is refused by name."""
+    data = json.loads(REFERENCE[0].read_text(encoding="utf-8"))
+    assert {row.name: row.section.split(":")[1] for row in KINDS} == {
+        "rerun_identity": "RerunSection", "batch_size": "ContrastSection", "backend": "ContrastSection",
+        "cross_device": "ContrastSection", "seed_vs_batch": "SeedVsBatchSection",
+        "scorer_stability": "StabilitySection", "scorer_sanity": "SanitySection",
+    }
+    decoded = analysis_from_json(data).controls
+    for name, section in data["controls"].items():
+        assert isinstance(decoded[name], resolve(control_kind(section["kind"]).section)), name
+    wrong = json.loads(json.dumps(data))
+    wrong["controls"]["batch"]["kind"] = "rerun_identity"  # a contrast's keys under a rerun's kind
+    with pytest.raises(BadInputError, match=r"analysis.json.controls.batch: missing key\(s\) all_identical"):
+        analysis_from_json(wrong)
+    wrong["controls"]["batch"]["kind"] = "nope"
+    with pytest.raises(BadInputError, match="controls.batch: unknown control kind 'nope'"):
+        analysis_from_json(wrong)
+    del wrong["controls"]["batch"]["kind"]
+    with pytest.raises(BadInputError, match="controls.batch: a control section names its kind"):
+        analysis_from_json(wrong)
