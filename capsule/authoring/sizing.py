@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from capsule.authoring.devices import Device, DeviceTable, arm_throughput
 from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
-from capsule.prereg.backend_specs import cuda_index
+from capsule.prereg.backend_types import cuda_index
 from capsule.prereg.engine_sharing import batch_count, engine_runs, lane_units, splittable
 from capsule.prereg.plan import Arm, Plan
 

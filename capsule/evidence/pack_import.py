@@ -43,8 +43,7 @@ from capsule.evidence.pack_reader import Pack, extract_run, read_pack
 from capsule.evidence.run_pack import PACK_LEDGER, PACK_RECORD
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import entry_bytes
-from capsule.prereg.loader import parse_toml
-from capsule.prereg.tables import Section
+from capsule.prereg.tables import Section, parse_toml
 from capsule.run_dir import PLAN_COPY, RESULTS_ROOT, RunDir
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from capsule.errors import CapsuleError
-from capsule.prereg.backend_specs import SPECS, Refusal
+from capsule.prereg.backend_specs import SPECS
+from capsule.prereg.backend_types import Refusal
 
 _LOG_TAIL = 200_000  # characters of a start-up log searched (the end, where the error is)
 

@@ -45,7 +45,7 @@ from capsule.machine.memory import (
     arm_rows,
     lane_footprint,
 )
-from capsule.prereg.backend_specs import cuda_index
+from capsule.prereg.backend_types import cuda_index
 from capsule.prereg.engine_sharing import batch_count, lane_units, splittable
 from capsule.prereg.plan import Plan
 from ifeval_scorer.errors import ScorerError

@@ -29,22 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.authoring.devices import device_table
-from capsule.authoring.pricing import match_host
-from capsule.authoring.response_lengths import length_models
-from capsule.authoring.sizing import arm_prompts, estimate_plan, place_longest_first
 from capsule.errors import BadInputError, CapsuleError
 from capsule.machine.gpu import probe_gpus
+from capsule.pipeline.lane_pricing import Weights, placed_units
 from capsule.prereg.engine_sharing import (
-    LaneUnit,
     Shard,
-    batch_count,
     check_lane_count,
     gather_shares,
-    lane_units,
-    split_units,
 )
-from capsule.prereg.plan import Arm, Plan
+from capsule.prereg.plan import Plan
 
 CPU_DEVICE = "cpu"
 SHARED_GPU = "gpu"  # every GPU this process sees, as it sees them (no CUDA_VISIBLE_DEVICES set)
@@ -135,76 +128,18 @@ def _listed(indices: tuple[int, ...]) -> str:
     return ",".join(str(index) for index in indices)
 
 
-def _priced(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> tuple[list[float], list[float]]:
-    """Each lane unit's estimated minutes on this host's device, its own start included (as `capsule
-    plan cost --lanes` prices split loads), and the start's part; the token budget (prompts x
-    max_new_tokens, no start) where the device table has no entry for it."""
-    table = device_table()
-    device = match_host(table, gpu_names)
-    if device is not None:
-        try:
-            estimate = estimate_plan(plan, table, device, length_models(), max(1, len(gpu_names)))
-            return (
-                [estimate.run_minutes(tuple(arm.name for arm in run)) for run in runs],
-                [device.start_s[run[0].backend] / 60.0 for run in runs],
-            )
-        except CapsuleError:  # an arm the table has no figure for on this device: budgets decide
-            pass
-    budgets = [float(sum(arm_prompts(plan, arm) * arm.max_new_tokens for arm in run)) for run in runs]
-    return budgets, [0.0] * len(runs)
-
-
-def _run_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
-    """Each lane unit's estimated minutes on this host's device, its own start included (`_priced`)."""
-    return _priced(plan, runs, gpu_names)[0]
-
-
-
-
-def start_weights(plan: Plan, runs: list[list[Arm]], gpu_names: list[str]) -> list[float]:
-    """Each engine run priced as the one backend start it makes, in seconds on this host's device
-    (the table's `start_s` for its backend; 1 where the host or backend has no entry): what a
-    rehearsal's runs cost, whose arms are a few prompts and tokens each, so that their engine
-    starts, not their arithmetic, are their time (pricing them as the plan's arms would put the
-    cheap transformers arms on one lane and every vLLM engine on the other)."""
-    device = match_host(device_table(), gpu_names)
-    starts = device.start_s if device is not None else {}
-    return [float(starts.get(run[0].backend, 1.0)) for run in runs]
-
-
-Weights = Callable[[Plan, list[list[Arm]], list[str]], list[float]]  # prices a plan's engine runs
-
-
-def placed_units(
-    plan: Plan, options: LaneOptions, weights: Weights | None, gpu_names: list[str], split: bool
-) -> tuple[list[LaneUnit], list[list[int]]]:
-    """The lane units (with `split`, long transformers arms cut into batch shares by `split_units`,
-    on the default pricing's starts) and which of them each of `options.count` lanes gets
-    (`place_longest_first`): the one arrangement `reproduce --lanes` runs."""
-    runs = lane_units(plan.arms)
-    if weights is None:
-        priced, starts = _priced(plan, runs, gpu_names)
-    else:
-        priced = weights(plan, runs, gpu_names)
-        starts = list(priced)  # a given pricing states no generation apart from its start
-    units = [LaneUnit(tuple(run)) for run in runs]
-    if split:
-        counts = [batch_count(plan, run[0]) for run in runs]
-        units, priced = split_units(units, priced, starts, counts, options.count)
-    return units, place_longest_first(priced, options.count)
-
-
 def assign_lanes(
     plan: Plan, options: LaneOptions, weights: Weights | None = None, gpu_names: list[str] | None = None,
     split: bool = True,
 ) -> list[Lane]:
     """The lanes (those with arms) for `plan`: units placed longest first on the least loaded lane,
     each lane's arms in plan order, each lane's device and batch shares. `weights` prices the engine
-    runs (default: `_run_weights`, whose starts let `split` cut long transformers arms into batch
-    shares; a given pricing splits nothing); `gpu_names` (default: NVML's) tell it which device this is."""
+    runs (default: the cost model's minutes, whose starts let `split` cut long transformers arms into
+    batch shares: `capsule.pipeline.lane_pricing`; a given pricing splits nothing); `gpu_names`
+    (default: NVML's) tell it which device this is."""
     if gpu_names is None:
         gpu_names = [str(g.get("name", "")) for g in probe_gpus()["gpus"]]
-    units, placement = placed_units(plan, options, weights, gpu_names, split)
+    units, placement = placed_units(plan, options.count, weights, gpu_names, split)
     order = [arm.name for arm in plan.arms]
     lanes: list[Lane] = []
     for slot, indices in enumerate(placement):

@@ -29,7 +29,8 @@ from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, Backen
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import RunFacts, check_run_refusal, record_refusal, remove_refusal
-from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes, start_weights
+from capsule.pipeline.lane_pricing import start_weights
+from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan

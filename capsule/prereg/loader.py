@@ -9,7 +9,6 @@ before `load_plan` returns, so nothing runs on a plan that is wrong anywhere.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from capsule.prereg.plan import (
     Subset,
     VerdictRule,
 )
-from capsule.prereg.tables import Section
+from capsule.prereg.tables import Section, parse_toml
 from capsule.run_dir import hub_repo_problem, model_file_problem, name_problem
 
 PLAN_FILE = "plan.toml"
@@ -201,41 +200,6 @@ def parse_evidence(top: Section) -> tuple[str, ...]:
     if len(set(signers)) != len(signers):
         raise s.fail("signers: a fingerprint is listed twice")
     return signers
-
-
-def plan_signers(data: bytes, path: Path) -> tuple[str, ...]:
-    """The [evidence] signers of plan bytes, reading only that table (the trust check reads the plan a
-    run used, whose other tables were validated when it was sealed)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise BadInputError(f"{path}: not a UTF-8 TOML plan ({error})") from error
-    return parse_evidence(Section(str(path), "top level", parse_toml(text, str(path))))
-
-
-def parse_toml(text: str, file: str) -> dict[str, Any]:
-    """A plan's TOML as a dict; every way `tomllib` can refuse text is one BadInputError naming `file`."""
-    try:
-        return tomllib.loads(text)
-    except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
-        raise BadInputError(f"{file}: not valid TOML: {error}") from error
-    except RecursionError:  # tomllib recurses per nesting level: a plan is a few levels deep
-        raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None
-
-
-def plan_arm_backends(data: bytes, path: Path) -> dict[str, str]:
-    """Each arm's declared backend, by arm name, reading only the [[arms]] tables' `name` and `backend`
-    (what `capsule import` compares a run's sidecars with, to tell a dry run from a real one)."""
-    try:
-        parsed = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise BadInputError(f"{path}: not a UTF-8 TOML plan ({error})") from error
-    arms = parsed.get("arms")
-    tables = arms if isinstance(arms, list) else []
-    return {
-        str(table.get("name")): str(table.get("backend"))
-        for table in tables if isinstance(table, dict)
-    }
 
 
 def _tables(top: Section, key: str, label: str) -> list[Section]:

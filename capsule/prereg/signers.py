@@ -28,7 +28,8 @@ from capsule.jsonio import read_input_bytes
 from capsule.prereg.chain import SHA256_HEX
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger
 from capsule.prereg.ledger_entries import Entry, SignersEntry
-from capsule.prereg.loader import plan_file, plan_signers
+from capsule.prereg.loader import plan_file
+from capsule.prereg.plan_tables import plan_signers
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ file and the table (`arm 'bs4'.decoding: unknown key 'temprature' (allowed: ...)
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any, TypeVar
 
 from capsule.errors import BadInputError
@@ -110,3 +111,13 @@ class Section:
         return Section(
             self.file, f"{self.where}.{where}" if self.where != "top level" else where, self._get(key, None)
         )
+
+
+def parse_toml(text: str, file: str) -> dict[str, Any]:
+    """A plan's TOML as a dict; every way `tomllib` can refuse text is one BadInputError naming `file`."""
+    try:
+        return tomllib.loads(text)
+    except ValueError as error:  # TOMLDecodeError, and int() refusing an integer of > 4300 digits
+        raise BadInputError(f"{file}: not valid TOML: {error}") from error
+    except RecursionError:  # tomllib recurses per nesting level: a plan is a few levels deep
+        raise BadInputError(f"{file}: arrays or tables nested too deeply to be a plan") from None

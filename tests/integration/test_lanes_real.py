@@ -49,13 +49,13 @@ def test_two_lanes_generate_the_sequential_rows(
     repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prompts_path: Path,
     embedded_model_dir: Path,
 ) -> None:
-    from capsule.pipeline import lanes as lanes_module
+    from capsule.pipeline import lane_pricing
     from capsule.pipeline.stage_generate import GenerateInputs
     from capsule.prereg.loader import load_plan
     from ifeval_scorer import load_prompts
 
     monkeypatch.chdir(repo_root)
-    monkeypatch.setattr(lanes_module, "match_host", lambda _t, _g: None)  # token budgets on every CPU
+    monkeypatch.setattr(lane_pricing, "match_host", lambda _t, _g: None)  # token budgets on every CPU
     bench = _benchmark(repo_root)
     embedded = load_plan(repo_root / "prereg" / "smollm2-135m-v3")
     plan = _with_sampled_arm(bench.shrunk_plan(embedded, ARMS, 2, 8))

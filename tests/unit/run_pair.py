@@ -24,7 +24,7 @@ from capsule.hashing import sha256_file, sha256_json
 from capsule.pipeline.resign import sign_again
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import SignersEntry
-from capsule.prereg.loader import plan_arm_backends
+from capsule.prereg.plan_tables import plan_arm_backends
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = "prereg/smoke-v2"

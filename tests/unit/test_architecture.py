@@ -267,3 +267,19 @@ def test_the_checks_can_fail() -> None:
     assert statistics_imports({"capsule.analysis.paired", "numpy.random", "capsule.analysis.codec"}) == {
         "capsule.analysis.paired", "numpy.random"
     }
+
+
+MAX_MODULE_LINES = 300  # issue 39 item 6: a module longer than this holds more than one responsibility
+
+
+def test_no_module_is_over_300_lines() -> None:
+    """Every module of capsule/ and ifeval_scorer/ is at most MAX_MODULE_LINES lines: split a longer
+    one by responsibility (capsule/README.md names what each module does)."""
+    root = Path(__file__).resolve().parents[2]
+    long = {
+        str(path.relative_to(root)): lines
+        for package in ("capsule", "ifeval_scorer")
+        for path in sorted((root / package).rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

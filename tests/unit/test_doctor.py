@@ -277,6 +277,6 @@ def test_an_arm_pinned_to_another_gpu_holds_nothing_on_this_one(
     [(None, None), ("cpu", None), ("cuda", 0), ("cuda:0", 0), ("cuda:1", 1), ("cuda:12", 12)],
 )
 def test_cuda_index_reads_each_form_of_the_device_option(device: str | None, index: int | None) -> None:
-    from capsule.prereg.backend_specs import cuda_index
+    from capsule.prereg.backend_types import cuda_index
 
     assert cuda_index(device) == index

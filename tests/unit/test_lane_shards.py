@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from capsule.faults import KILL_AT_ENV
-from capsule.pipeline import lanes as lanes_module
-from capsule.pipeline.lanes import LaneFailedError, LaneOptions, assign_lanes, check_lanes, start_weights
+from capsule.pipeline import lane_pricing
+from capsule.pipeline.lane_pricing import start_weights
+from capsule.pipeline.lanes import LaneFailedError, LaneOptions, assign_lanes, check_lanes
 from capsule.pipeline.opening import OpenRun
 from capsule.pipeline.run_start import RunStart
 from capsule.pipeline.stage_generate import GenerateInputs, generate_all
@@ -33,7 +34,7 @@ TIMING = ("elapsed_s",)
 def _by_token_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Price lane units by token budget on every machine (the device table knows some CPUs, and
     would price these arms by its step times there)."""
-    monkeypatch.setattr(lanes_module, "match_host", lambda _table, _gpus: None)
+    monkeypatch.setattr(lane_pricing, "match_host", lambda _table, _gpus: None)
 
 
 def _plan(repo_root: Path, *names: str) -> Plan:

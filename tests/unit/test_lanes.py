@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from capsule.authoring.sizing import place_longest_first
 from capsule.cli import cli
 from capsule.faults import KILL_AT_ENV
+from capsule.pipeline import lane_pricing
 from capsule.pipeline import lanes as lanes_module
 from capsule.pipeline.lanes import LaneOptions, assign_lanes, parse_gpus
 from capsule.prereg.engine_sharing import engine_runs, lane_units
@@ -87,19 +88,19 @@ def test_a_rehearsal_prices_each_engine_run_as_its_start_so_the_vllm_engines_sha
     and server engine runs the other (measured: 3 min 28 s with 2 lanes, against 234 s for one)."""
     from types import SimpleNamespace
 
-    from capsule.pipeline.lanes import start_weights
+    from capsule.pipeline.lane_pricing import start_weights
 
     plan = load_plan(repo_root / "prereg" / "agents-a1-4b-v3")
     units = lane_units(plan.arms)
     table = {"hf": 6.0, "vllm": 28.0, "server": 39.0}  # the 2-core Xeon's measured starts
-    monkeypatch.setattr(lanes_module, "match_host", lambda _t, _g: SimpleNamespace(start_s=table))
+    monkeypatch.setattr(lane_pricing, "match_host", lambda _t, _g: SimpleNamespace(start_s=table))
     assert start_weights(plan, units, []) == [table[unit[0].backend] for unit in units]
     lanes = assign_lanes(plan, LaneOptions(2), weights=start_weights, gpu_names=[])
     engines = {arm.name for arm in plan.arms if arm.backend != "hf"}
     per_lane = [sum(1 for unit in units if unit[0].name in lane.arms and unit[0].name in engines)
                 for lane in lanes]
     assert len(per_lane) == 2 and abs(per_lane[0] - per_lane[1]) <= 1, per_lane
-    monkeypatch.setattr(lanes_module, "match_host", lambda _t, _g: None)  # a host the table lacks
+    monkeypatch.setattr(lane_pricing, "match_host", lambda _t, _g: None)  # a host the table lacks
     assert start_weights(plan, units, []) == [1.0] * len(units)
 
 

@@ -289,7 +289,7 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_plan_signers_of_a_plan_copy_with_a_5000_digit_integer_is_one_error(tmp_path: Path) -> None:
     """issue 26, finding 8: `verify` reads a run's plan copy for its [evidence] signers; tomllib's
     int() refuses 5000 digits with a ValueError that used to escape as a traceback."""
-    from capsule.prereg.loader import plan_signers
+    from capsule.prereg.plan_tables import plan_signers
 
     with pytest.raises(BadInputError, match="not valid TOML"):
         plan_signers(b"scorer_seed = " + b"9" * 5000 + b"\n", tmp_path / "plan.toml")

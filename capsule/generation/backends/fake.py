@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capsule.errors import BadInputError
 from capsule.generation.backends import BackendContext, Completion, DoneCallback, Request, arm_options
-from capsule.prereg.backend_specs import FakeOptions, Scope
+from capsule.prereg.backend_specs import FakeOptions
+from capsule.prereg.backend_types import Scope
 from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:

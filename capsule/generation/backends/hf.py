@@ -25,7 +25,8 @@ from capsule.generation.backends.checkpoint import resolve_loader
 from capsule.generation.chat import stop_token_ids
 from capsule.generation.refusals import BackendRefusedError
 from capsule.jsonio import read_json_object
-from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS, HFOptions, Scope, cuda_index
+from capsule.prereg.backend_specs import MODEL_LOADERS, SPECS, HFOptions
+from capsule.prereg.backend_types import Scope, cuda_index
 from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:

@@ -46,7 +46,8 @@ from capsule.generation.backends.server_launch import (
 from capsule.generation.backends.server_protocol import RequestFailed, observed_fields, stream_reply
 from capsule.generation.backends.server_requests import API_PATHS, chat_body, completion_body, sampling_fields
 from capsule.generation.chat import stop_token_ids
-from capsule.prereg.backend_specs import SPECS, Scope, ServerOptions
+from capsule.prereg.backend_specs import SPECS, ServerOptions
+from capsule.prereg.backend_types import Scope
 from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
 

@@ -39,7 +39,8 @@ from capsule.generation.backends.reaper import start_reaper, stop_reaper
 from capsule.generation.backends.startup_log import StderrTee
 from capsule.generation.chat import stop_token_ids
 from capsule.generation.refusals import BackendRefusedError
-from capsule.prereg.backend_specs import SPECS, Scope, VLLMEngineOptions
+from capsule.prereg.backend_specs import SPECS, VLLMEngineOptions
+from capsule.prereg.backend_types import Scope
 from capsule.prereg.engine_sharing import reuse_key
 
 if TYPE_CHECKING:
