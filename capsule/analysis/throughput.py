@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capsule.analysis.schema import TokenStats
-from capsule.prereg.backend_specs import call_scope
+from capsule.prereg.backend_options import call_scope
 from capsule.prereg.plan import Arm
 
 Rows = Sequence[Mapping[str, Any]]
@@ -28,7 +28,7 @@ Rows = Sequence[Mapping[str, Any]]
 
 def timing_scope(arm: Arm) -> str:
     """ "arm" for backends that take the whole arm in one call, else "batch" (the backend's declared
-    scope, `capsule.prereg.backend_specs.call_scope`)."""
+    scope, `capsule.prereg.backend_options.call_scope`)."""
     return call_scope(arm.backend, arm.backend_options)
 
 

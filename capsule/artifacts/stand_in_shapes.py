@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from capsule.prereg.backend_specs import SPECS
+
 STAND_IN_SEED = 0  # torch.manual_seed before the random init: the same stand-in bytes every build
 
 
@@ -145,7 +147,7 @@ STAND_INS: dict[str, StandInSpec] = {
     ),
 }
 
-VLLM_BACKENDS = ("vllm", "server")  # the backends that run on the vLLM substitute, when there is one
+VLLM_BACKENDS = tuple(name for name, spec in SPECS.items() if spec.on_vllm)  # run on the vLLM substitute
 
 
 @dataclass(frozen=True)

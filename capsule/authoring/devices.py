@@ -14,12 +14,13 @@ from functools import cache
 from pathlib import Path
 
 from capsule.errors import BadInputError
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.plan import DTYPES, Arm
 from capsule.prereg.tables import Section
 
 TABLE = Path(__file__).with_name("throughput.toml")
 KINDS = ("gpu", "cpu")
-BACKENDS = ("vllm", "hf")  # `server` is priced as `vllm` (the same engine behind an HTTP API)
+BACKENDS = ("vllm", "hf")  # the rows of step times: each backend is priced as one (`BackendSpec.priced_as`)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class DeviceTable:
 
     def refusal(self, model_name: str, device: Device, arm: Arm) -> Refusal | None:
         """The refusal the table expects for `arm` of a plan of `model_name` on `device`, if any."""
-        backend = "vllm" if arm.backend == "server" else arm.backend
+        backend = SPECS[arm.backend].priced_as or arm.backend
         for refusal in self.refusals:
             if (
                 model_name.startswith(refusal.model)
@@ -198,7 +199,7 @@ def arm_throughput(table: DeviceTable, device: Device, arm: Arm) -> Throughput:
     """The tokens/s `arm` generates at on `device`, with the figures (and slowdowns) it rests on.
 
     BadInputError when the device has no figure for the arm's backend and dtype."""
-    backend = "vllm" if arm.backend == "server" else arm.backend
+    backend = SPECS[arm.backend].priced_as or arm.backend
     figures = sorted(
         (f for f in device.figures if f.backend == backend and f.dtype == arm.dtype), key=lambda f: f.batch
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from capsule.authoring.devices import Device, DeviceTable, arm_throughput
 from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.backend_types import cuda_index
 from capsule.prereg.engine_sharing import batch_count, engine_runs, lane_units, splittable
 from capsule.prereg.plan import Arm, Plan
@@ -152,7 +153,8 @@ def _generation_seconds(
 ) -> tuple[float, float, str]:
     """Seconds expected and at most, and the arithmetic: a static transformers batch whose expected
     steps the length model states costs batches x steps x step time; anything else, tokens / rate."""
-    steps = model.batch_steps(arm.max_new_tokens, arm.batch_size) if model and arm.backend == "hf" else None
+    static = model is not None and SPECS[arm.backend].static_batches
+    steps = model.batch_steps(arm.max_new_tokens, arm.batch_size) if model and static else None
     if steps is not None:
         batches = -(-prompts // arm.batch_size)
         step_s = arm.batch_size / tok_per_s

@@ -66,7 +66,7 @@ def _options(backend: str, settings: StandardSettings) -> dict[str, object]:
     """Every option of `backend` that has a value to write (its declared defaults), and for vLLM a
     context that holds prompt plus budget."""
     options = {name: o.default for name, o in SPECS[backend].options.items() if o.default is not None}
-    if backend == "vllm":
+    if "max_model_len" in SPECS[backend].options:
         wanted = settings.max_new_tokens + PROMPT_ALLOWANCE
         options["max_model_len"] = min(wanted, settings.context) if settings.context else wanted
     return options

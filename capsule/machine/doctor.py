@@ -45,6 +45,7 @@ from capsule.machine.memory import (
     arm_rows,
     lane_footprint,
 )
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.backend_types import cuda_index
 from capsule.prereg.engine_sharing import batch_count, lane_units, splittable
 from capsule.prereg.plan import Plan
@@ -117,12 +118,12 @@ def _check_loader(report: Report, plan: Plan, directory: Path) -> None:
 
 def _check_software(report: Report, plan: Plan, host: HostFacts) -> None:
     backends = {arm.backend for arm in plan.arms}
-    if backends & {"vllm", "server"}:  # a server arm launches a vLLM server unless given --endpoint
+    if any(SPECS[b].on_vllm for b in backends):  # a server arm launches a vLLM server unless given --endpoint
         if host.vllm:
             report.add(STATUS_OK, "vllm", f"{host.vllm} importable")
         else:
             report.add(STATUS_MISSING, "vllm", "not installed; the GPU image pins vllm==0.33.0 (docker/)")
-    if "hf" in backends:
+    if any(SPECS[b].static_batches for b in backends):
         if host.transformers and host.torch_version:
             report.add(STATUS_OK, "transformers", f"{host.transformers}, torch {host.torch_version}")
         else:
@@ -151,7 +152,8 @@ def _check_gpu(report: Report, needs: list[ArmNeed], host: HostFacts) -> None:
     problem = driver_problem(host.driver_cuda, host.torch_cuda) if host.gpus else None
     if problem:
         report.add(STATUS_MISSING, "driver", problem)
-    if any(need.backend == "vllm" for need in wanting) and host.vllm and not host.vllm.startswith("vllm "):
+    cpu_build = host.vllm is not None and not host.vllm.startswith("vllm ")
+    if any(SPECS[need.backend].on_vllm for need in wanting) and cpu_build:
         report.add(STATUS_MISSING, "vllm build", f"{host.vllm} is the CPU build; GPU arms need vllm (CUDA)")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from capsule.errors import BadInputError
 from capsule.jsonio import parse_json
 from capsule.pins import IFEVAL_PROMPTS_N
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.plan import Arm, Plan
 
 GIB = 1024**3
@@ -141,7 +142,7 @@ def gpu_reasons(arm: Arm, params: int | None) -> tuple[str, ...]:
         reasons.append("VLLM_BATCH_INVARIANT=1 (Triton kernels, no CPU backend)")
     if str(arm.backend_options.get("device", "")).startswith("cuda"):
         reasons.append(f"device {arm.backend_options['device']}")
-    if params is not None and params > CPU_MAX_PARAMS and arm.backend != "fake":
+    if params is not None and params > CPU_MAX_PARAMS and SPECS[arm.backend].engine != "none":
         reasons.append(f"~{params / 1e9:.1f}B parameters (days per arm on a CPU)")
     return tuple(reasons)
 
@@ -149,13 +150,14 @@ def gpu_reasons(arm: Arm, params: int | None) -> tuple[str, ...]:
 def arm_need(arm: Arm, model: ModelFacts, host: HostFacts) -> ArmNeed:
     """Estimate the memory one arm needs on the device it would run on here."""
     reasons = gpu_reasons(arm, model.params)
-    if arm.backend == "fake":
+    spec = SPECS[arm.backend]
+    if spec.engine == "none":
         device = "none"
     elif reasons:
         device = "gpu"
-    elif host.gpus and arm.backend == "vllm":
+    elif host.gpus and spec.on_vllm:
         device = "gpu" if host.vllm and host.vllm.startswith("vllm ") else "cpu"
-    elif host.gpus and arm.backend == "hf":
+    elif host.gpus and spec.static_batches:
         device = "gpu" if host.torch_cuda and arm.backend_options.get("device") in (None, "") else "cpu"
     else:
         device = "cpu"
@@ -169,11 +171,11 @@ def arm_need(arm: Arm, model: ModelFacts, host: HostFacts) -> ArmNeed:
     if model.kv_elems_per_token is not None:
         kv = arm.batch_size * (tokens * model.kv_elems_per_token + model.state_elems_per_seq) * width
     fraction, kv_fixed = 1.0, False
-    if device == "cpu" and arm.backend == "vllm":
+    if device == "cpu" and spec.on_vllm:
         space = arm.env.get("VLLM_CPU_KVCACHE_SPACE") or os.environ.get("VLLM_CPU_KVCACHE_SPACE")
         reserved = int(float(space) * GIB) if space else VLLM_CPU_KV_DEFAULT_GIB * GIB
         kv = max(kv or 0, reserved)  # vLLM-CPU allocates its whole KV space up front
-    elif device == "gpu" and arm.backend == "vllm":
+    elif device == "gpu" and spec.on_vllm:
         fixed = arm.backend_options.get(KV_CACHE_OPTION)
         if isinstance(fixed, int) and not isinstance(fixed, bool):
             kv, kv_fixed = fixed, True  # vLLM allocates exactly this; gpu_memory_utilization no longer caps
@@ -191,7 +193,7 @@ def lane_footprint(need: ArmNeed, gpu_memory: int) -> tuple[int, str] | None:
     without a fixed KV cache reserves its `gpu_memory_utilization` share of the GPU whatever it
     needs; any other arm its estimate (weights + KV + overhead, which holds the activations).
     None when the estimate is incomplete."""
-    if need.device == "gpu" and need.backend == "vllm" and not need.kv_fixed:
+    if need.device == "gpu" and SPECS[need.backend].on_vllm and not need.kv_fixed:
         share = int(need.budget_fraction * gpu_memory)
         return share, f"gpu_memory_utilization {need.budget_fraction:g} x {gpu_memory / GIB:.1f} GiB"
     total = need.total_bytes

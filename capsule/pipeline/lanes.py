@@ -32,6 +32,7 @@ from typing import Any
 from capsule.errors import BadInputError, CapsuleError
 from capsule.machine.gpu import probe_gpus
 from capsule.pipeline.lane_pricing import Weights, placed_units
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.engine_sharing import (
     Shard,
     check_lane_count,
@@ -113,7 +114,7 @@ def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) 
     shared = gpu_count > 0 and options.count > max(1, len(options.gpus))
     unfixed = [
         arm.name for arm in plan.arms
-        if arm.backend in ("vllm", "server") and KV_OPTION not in arm.backend_options
+        if SPECS[arm.backend].on_vllm and KV_OPTION not in arm.backend_options
     ]
     if shared and unfixed:
         raise BadInputError(

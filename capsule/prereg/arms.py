@@ -7,7 +7,8 @@ agree by construction. `capsule.prereg.loader` calls `parse_arm` for each arm of
 
 from __future__ import annotations
 
-from capsule.prereg.backend_specs import BACKENDS, check_options
+from capsule.prereg.backend_options import check_options
+from capsule.prereg.backend_specs import BACKENDS
 from capsule.prereg.limits import BATCH_SIZE, MAX_NEW_TOKENS
 from capsule.prereg.numerics_env import env_problem
 from capsule.prereg.plan import (

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self, TypeAlias, Union
 
 Scope: TypeAlias = Literal["batch", "arm"]  # how much of an arm one `generate` call takes
+# What computes a backend's tokens: its memory model, its stand-in model, and whether its batches are
+# fixed in advance (transformers: static batches, independent, each a model step at a time) or formed
+# by the engine's scheduler (vLLM, also behind the launched server); "none": no model (the fake one).
+Engine: TypeAlias = Literal["transformers", "vllm", "none"]
 
 
 @dataclass(frozen=True)
@@ -142,8 +146,10 @@ class ArmSetting:
 @dataclass(frozen=True)
 class BackendSpec:
     """A backend: its class ("module:Class", imported lazily), the packages it needs, its options
-    dataclass, and how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option
-    named `scope` overrides it, as the fake backend's does)."""
+    dataclass, how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option
+    named `scope` overrides it, as the fake backend's does), and its traits: the engine that computes
+    its tokens, the step times it is priced by, the word for its batch size. Every layer that treats
+    backends differently asks these, never the backend's name."""
 
     target: str
     requires: tuple[str, ...]
@@ -151,6 +157,23 @@ class BackendSpec:
     options_type: type[BackendOptions]
     scope: Scope = "batch"
     refusals: tuple[Refusal, ...] = ()  # the start-up errors that mean "this setting is refused"
+    engine: Engine = "none"  # what computes its tokens (the traits below follow from it)
+    priced_as: str | None = None  # its row of throughput.toml's step times (None: never priced)
+    batch_word: str = "batch"  # what the plan's batch_size is to its engine, as the report says it
+
+    @property
+    def static_batches(self) -> bool:
+        """Whether an arm's batches are fixed in advance and run one after another (the transformers
+        engine): independent given their composition, so an arm splits into batch shares, and priced
+        per batch step."""
+        return self.engine == "transformers"
+
+    @property
+    def on_vllm(self) -> bool:
+        """Whether its tokens come from a vLLM engine (offline, or a launched server): it reserves a KV
+        cache (fixed by `kv_cache_memory_bytes`, else a share of the GPU) and runs on the vLLM
+        stand-in in a rehearsal."""
+        return self.engine == "vllm"
 
     @property
     def options(self) -> dict[str, Option]:

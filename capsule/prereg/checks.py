@@ -14,6 +14,7 @@ from typing import Any
 from capsule.errors import BadInputError
 from capsule.jsonio import read_jsonl
 from capsule.pins import IFEVAL_PROMPTS_SHA256
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.control_kinds import control_kind, resolve
 from capsule.prereg.metrics import COMPOSITES, METRICS
 from capsule.prereg.plan import Arm, Control, Plan
@@ -105,7 +106,7 @@ def check_devices(plan: Plan, where: str, control: Control, arms: list[Arm]) -> 
     cuda:0, against cuda:1); the backend options may differ in `device` only. A device the host
     lacks refuses that arm at load (`capsule.generation.backends.hf`), so the control reads not run."""
     a, b = (dict(arm.backend_options) for arm in arms)
-    if arms[0].backend != "hf" or arms[1].backend != "hf":
+    if not all("device" in SPECS[arm.backend].options for arm in arms):
         raise _fail(plan, where, "cross-device arms must use the hf backend (its `device` option)")
     if {k: v for k, v in a.items() if k != "device"} != {k: v for k, v in b.items() if k != "device"}:
         raise _fail(plan, where, "the two arms' backend_options may differ only in `device`")

@@ -12,6 +12,7 @@ from typing import Any
 
 from capsule.errors import BadInputError
 from capsule.pins import IFEVAL_PROMPTS_N
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.plan import Arm, Plan
 
 
@@ -24,7 +25,7 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
     a model. The arm seed is not load-time: every backend seeds each request itself, and vLLM's
     engine is built with one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
     """
-    batch = arm.batch_size if arm.backend in ("vllm", "server") else None
+    batch = arm.batch_size if SPECS[arm.backend].on_vllm else None
     options = tuple(sorted((k, repr(v)) for k, v in arm.backend_options.items()))
     env = tuple(sorted(arm.env.items()))
     return (arm.backend, arm.dtype, options, env, batch)
@@ -95,7 +96,7 @@ def splittable(arm: Arm) -> bool:
     """Whether an arm may run as batch shards on several lanes: a transformers arm (one call per
     batch, each row its own random stream) without a wall-clock cap (which counts one arm's time,
     not several lanes' at once)."""
-    return arm.backend == "hf" and not arm.max_wall_minutes
+    return SPECS[arm.backend].static_batches and not arm.max_wall_minutes
 
 
 def share_counts(
@@ -161,7 +162,7 @@ def lane_units(arms: tuple[Arm, ...] | list[Arm]) -> list[list[Arm]]:
     arm's engine by design."""
     units: list[list[Arm]] = []
     for run in engine_runs(arms):
-        if run[0].backend == "hf":
+        if SPECS[run[0].backend].static_batches:
             units.extend([arm] for arm in run)
         else:
             units.append(run)

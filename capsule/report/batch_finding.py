@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from capsule.analysis.control_schema import ContrastPair, ContrastSection
 from capsule.analysis.schema import Analysis
+from capsule.prereg.backend_specs import SPECS
 from capsule.report.report_input import ReportInput
 
 BATCH_SIZE_KIND = "batch_size"
@@ -67,7 +68,7 @@ def contrasts_dtypes(analysis: Analysis) -> bool:
 
 def _clause(effect: BatchEffect) -> str:
     low, high = sorted(effect.batch_sizes)
-    word = "max_num_seqs" if effect.backend == "vllm" else "batch"
+    word = SPECS[effect.backend].batch_word if effect.backend in SPECS else "batch"
     verdicts = "pass/fail verdict" if effect.verdicts_changed == 1 else "pass/fail verdicts"
     return (
         f"{effect.responses_changed} of {effect.n} responses and {effect.verdicts_changed} {verdicts} "

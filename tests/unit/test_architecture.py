@@ -283,3 +283,40 @@ def test_no_module_is_over_300_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+#: Where a backend's name may be compared with a string: its declaration, and the plan's list of names.
+BACKEND_DECLARATIONS = {
+    "capsule/prereg/backend_specs.py", "capsule/prereg/backend_types.py", "capsule/prereg/plan.py",
+}
+
+
+def _backend_literals(node: ast.AST, names: set[str]) -> list[str]:
+    """The backend names a comparison's (or a set operation's) operands spell as string literals
+    (alone, or in a tuple, list or set an `in` tests against)."""
+    found = []
+    operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
+    operands += [node.left, node.right] if isinstance(node, ast.BinOp) else []
+    for operand in operands:
+        items = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+        found += [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+    return found
+
+
+def test_no_backend_name_is_compared_outside_its_declaration() -> None:
+    """Backend traits live in `BackendSpec` (issue 39 item 2): code that treats backends differently
+    asks the spec (`on_vllm`, `static_batches`, `priced_as`, `batch_word`, its options), so a backend
+    added by the recipe in capsule/README.md gets engine sharing, lanes, cost and memory from its
+    declaration, not from a list of names somewhere else."""
+    from capsule.prereg.backend_specs import SPECS
+
+    root = Path(__file__).resolve().parents[2]
+    names = set(SPECS)
+    found = [
+        f"{path.relative_to(root)}:{node.lineno}: {literal!r}"
+        for path in sorted((root / "capsule").rglob("*.py"))
+        if str(path.relative_to(root)) not in BACKEND_DECLARATIONS
+        for node in ast.walk(ast.parse(path.read_text()))
+        for literal in _backend_literals(node, names)
+    ]
+    assert found == []

@@ -12,13 +12,13 @@ from arm_builder import build_arm
 
 from capsule.errors import BadInputError
 from capsule.generation.backends import arm_options
+from capsule.prereg.backend_options import check_options
 from capsule.prereg.backend_specs import (
     SPECS,
     HFOptions,
     ServerClientOptions,
     ServerOptions,
     VLLMEngineOptions,
-    check_options,
 )
 from capsule.prereg.loader import load_plan
 

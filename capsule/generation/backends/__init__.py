@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_check
 
 from capsule.errors import BadInputError, CapsuleError, UnavailableError
 from capsule.generation.refusals import BackendRefusedError, refusal_evidence, refusal_of
-from capsule.prereg.backend_specs import SPECS, resolved_options
+from capsule.prereg.backend_options import resolved_options
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.backend_types import BackendOptions
 from capsule.prereg.engine_sharing import reuse_key
 from capsule.run_dir import RunDir
