@@ -1,4 +1,4 @@
-"""The throughput figures a CPU device entry of `capsule/authoring/throughput.toml` needs, measured here.
+"""The throughput figures a CPU device entry of `capsule/costing/throughput.toml` needs, measured here.
 
 For each backend, dtype and batch size the embedded plan uses, one ad-hoc `capsule generate` run of
 the embedded model (greedy, the first N IFEval prompts, 64 new tokens: the s64 arms' budget), each

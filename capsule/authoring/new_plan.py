@@ -26,7 +26,6 @@ from capsule.artifacts.model_files import check_needed_files, hash_pinned_files,
 from capsule.atomic import write_bytes_atomic
 from capsule.authoring.new_rationale import rationale_skeleton
 from capsule.authoring.plan_toml import plan_toml
-from capsule.authoring.sizing import ArmCost, fitting_subsample, plan_costs
 from capsule.authoring.standard_plan import (
     COMPLIANT_FILE,
     CONTRAST_SUBSET,
@@ -35,6 +34,7 @@ from capsule.authoring.standard_plan import (
     other_readings,
     standard_plan,
 )
+from capsule.costing.sizing import ArmCost, fitting_subsample, plan_costs
 from capsule.errors import BadInputError
 from capsule.generation.backends.checkpoint import checkpoint_loader
 from capsule.pins import EMBEDDED_MODEL_NAME

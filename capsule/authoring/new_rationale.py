@@ -3,7 +3,7 @@ what the user must still decide before sealing (each such point marked "Decide b
 
 from __future__ import annotations
 
-from capsule.authoring.sizing import ArmCost
+from capsule.costing.sizing import ArmCost
 from capsule.prereg.plan import Plan
 
 DECIDE = "**Decide before sealing:**"

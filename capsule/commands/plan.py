@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from capsule.authoring.cost_lines import device_lines
-from capsule.authoring.devices import device_table
 from capsule.authoring.new_plan import NewPlanRequest, new_plan
-from capsule.authoring.pricing import plan_cost_lines
 from capsule.commands.options import ledger_option
+from capsule.costing.cost_lines import device_lines
+from capsule.costing.devices import device_table
+from capsule.costing.pricing import plan_cost_lines
 from capsule.errors import BadInputError
 from capsule.prereg.metrics import ALL_METRICS
 from capsule.prereg.plan import DTYPES

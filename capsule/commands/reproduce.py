@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from capsule.authoring.pricing import gpu_cost_lines
 from capsule.commands.options import endpoint_options, ledger_option, plan_option, results_option
+from capsule.costing.pricing import gpu_cost_lines
 from capsule.pipeline.lanes import LaneOptions, parse_gpus
 from capsule.pipeline.rehearsal import REHEARSAL_BANNER
 from capsule.pipeline.reproduce import ReproduceOptions, default_results_root

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from capsule.authoring.devices import device_table
-from capsule.authoring.pricing import match_host
-from capsule.authoring.response_lengths import length_models
-from capsule.authoring.sizing import arm_prompts, estimate_plan, place_longest_first
+from capsule.costing.devices import device_table
+from capsule.costing.pricing import match_host
+from capsule.costing.response_lengths import length_models
+from capsule.costing.sizing import arm_prompts, estimate_plan, place_longest_first
 from capsule.errors import CapsuleError
 from capsule.prereg.engine_sharing import LaneUnit, batch_count, lane_units, split_units
 from capsule.prereg.plan import Arm, Plan

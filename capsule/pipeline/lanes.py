@@ -4,7 +4,7 @@ What a lane is: a list of units (`capsule.prereg.engine_sharing.lane_units`: a v
 engine run, never split, in plan order; a transformers arm alone, on its own model load; and a
 transformers arm longer than a lane's share cut into batch shares, `split_units`, each on its own
 model load), placed by the one placement rule `capsule plan cost --lanes` prints
-(`capsule.authoring.sizing.place_longest_first`, on each unit's estimated minutes on this host's
+(`capsule.costing.sizing.place_longest_first`, on each unit's estimated minutes on this host's
 device; by token budget where the device table has no entry for it). Each lane runs
 in its own spawned process on one device: with `--gpus`, lane i sees only GPU `gpus[i % len]`
 (`CUDA_VISIBLE_DEVICES`); without, every lane sees what the capsule sees (one GPU shared, or the

@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("capsule.prereg",),
     ("capsule.artifacts",),
     ("capsule.machine",),
+    ("capsule.costing",),
     ("capsule.generation",),
     ("capsule.analysis",),
     ("capsule.report",),
@@ -263,7 +264,7 @@ def test_the_checks_can_fail() -> None:
     source = "x = analysis.get('headline', {})\ny = entry['kind']\nz = analysis.headline"
     assert dict_reads(source, "analysis") == [1] and dict_reads(source, "entry") == [2]
     assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
-    assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 6
+    assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 7
     assert statistics_imports({"capsule.analysis.paired", "numpy.random", "capsule.analysis.codec"}) == {
         "capsule.analysis.paired", "numpy.random"
     }

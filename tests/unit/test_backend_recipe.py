@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from capsule.authoring.devices import arm_throughput, device_table
+from capsule.costing.devices import arm_throughput, device_table
 from capsule.errors import BadInputError
 from capsule.machine.memory import GIB, HostFacts, ModelFacts, arm_need
 from capsule.pipeline.lanes import LaneOptions, check_lanes
@@ -34,7 +34,7 @@ def toys(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     specs["toy-static"] = dataclasses.replace(specs["hf"], target="toy:Static")
     monkeypatch.setattr(backend_specs, "SPECS", specs)
     for module in ("capsule.prereg.engine_sharing", "capsule.pipeline.lanes", "capsule.machine.memory",
-                   "capsule.authoring.devices"):
+                   "capsule.costing.devices"):
         monkeypatch.setattr(f"{module}.SPECS", specs)
     return {"toy-engine": "vllm", "toy-static": "hf"}
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from capsule.authoring.sizing import place_longest_first
 from capsule.cli import cli
+from capsule.costing.sizing import place_longest_first
 from capsule.faults import KILL_AT_ENV
 from capsule.pipeline import lane_pricing
 from capsule.pipeline import lanes as lanes_module
@@ -107,11 +107,11 @@ def test_a_rehearsal_prices_each_engine_run_as_its_start_so_the_vllm_engines_sha
 def test_reproduce_places_the_gpu_plan_as_plan_cost_arranges_its_split_loads(repo_root: Path) -> None:
     """`reproduce --lanes` and `plan cost --lanes` price the same units the same way (each unit's
     own start included), so on an H200 the lanes the study runs are the lanes its cost printed."""
-    from capsule.authoring.devices import device_table
-    from capsule.authoring.lane_plan import arrange
-    from capsule.authoring.pricing import match_host
-    from capsule.authoring.response_lengths import length_models
-    from capsule.authoring.sizing import estimate_plan
+    from capsule.costing.devices import device_table
+    from capsule.costing.lane_plan import arrange
+    from capsule.costing.pricing import match_host
+    from capsule.costing.response_lengths import length_models
+    from capsule.costing.sizing import estimate_plan
 
     plan = load_plan(repo_root / "prereg" / "agents-a1-4b-v3")
     device = match_host(device_table(), ["NVIDIA H200"])

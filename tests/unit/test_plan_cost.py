@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 from reference_runs import REPO, V3_RUN
 
-from capsule.authoring.devices import device_table, match_device, parse_table
-from capsule.authoring.lane_plan import arrange
-from capsule.authoring.response_lengths import length_models, parse_lengths
-from capsule.authoring.sizing import estimate_plan
 from capsule.cli import cli
+from capsule.costing.devices import device_table, match_device, parse_table
+from capsule.costing.lane_plan import arrange
+from capsule.costing.response_lengths import length_models, parse_lengths
+from capsule.costing.sizing import estimate_plan
 from capsule.errors import BadInputError
 from capsule.prereg.engine_sharing import engine_runs
 from capsule.prereg.loader import load_plan

@@ -15,9 +15,9 @@ from hub_fixture import COMMIT, REPO, TINY_MODEL, FakeHubApi, sha256, write_mode
 
 from capsule.artifacts import hub
 from capsule.authoring import new_plan as new_plan_module
-from capsule.authoring.sizing import fitting_subsample, plan_costs
 from capsule.authoring.standard_plan import CONTRAST_SUBSET, MIN_PAIRS
 from capsule.cli import cli
+from capsule.costing.sizing import fitting_subsample, plan_costs
 from capsule.prereg.loader import load_plan
 
 CLAIM = ["--claim", "29.9", "--reading", "card_avg_strict", "--source", "https://example.org/card"]

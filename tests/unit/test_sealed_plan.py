@@ -77,6 +77,6 @@ def test_no_module_but_the_opener_checks_a_seal() -> None:
     }
     assert callers == []
     assert openers == {
-        "capsule/pipeline/reproduce.py", "capsule/generation/targets.py", "capsule/authoring/pricing.py",
+        "capsule/pipeline/reproduce.py", "capsule/generation/targets.py", "capsule/costing/pricing.py",
         "capsule/machine/doctor_facts.py",
     }

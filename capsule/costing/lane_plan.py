@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capsule.authoring.sizing import PlanEstimate, place_longest_first
+from capsule.costing.sizing import PlanEstimate, place_longest_first
 from capsule.prereg.engine_sharing import Shard, gather_shares, share_counts, share_weight
 
 

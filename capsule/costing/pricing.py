@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from capsule.authoring.cost_lines import cost_lines
-from capsule.authoring.devices import Device, DeviceTable, device_table, match_device
-from capsule.authoring.response_lengths import length_models
-from capsule.authoring.sizing import estimate_plan
+from capsule.costing.cost_lines import cost_lines
+from capsule.costing.devices import Device, DeviceTable, device_table, match_device
+from capsule.costing.response_lengths import length_models
+from capsule.costing.sizing import estimate_plan
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.prereg.engine_sharing import check_lane_count
 from capsule.prereg.sealed_plan import open_sealed_plan

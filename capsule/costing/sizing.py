@@ -4,19 +4,19 @@ Two readings. `plan_costs` (for `capsule plan new`, before a device is known): a
 prompt at its arm's `max_new_tokens`, at one throughput for every arm. `estimate_plan` (for
 `capsule plan cost`): per arm, tokens expected from the response-length model and at most from the
 budget, each priced at the device's throughput for that arm's backend, dtype and batch
-(`capsule.authoring.devices`; a static transformers batch by its longest member's steps where the
+(`capsule.costing.devices`; a static transformers batch by its longest member's steps where the
 length model states them), nothing expected for an arm the backend is expected to refuse, plus one
 backend start per run of arms that share an engine; then the total run one arm after another, and
 with N lanes (engine runs packed, longest first, onto N lanes that are assumed not to slow each
-other: arithmetic, not a measurement; `capsule.authoring.lane_plan` arranges them lane by lane).
+other: arithmetic, not a measurement; `capsule.costing.lane_plan` arranges them lane by lane).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capsule.authoring.devices import Device, DeviceTable, arm_throughput
-from capsule.authoring.response_lengths import NOT_MEASURED, LengthModel, length_model
+from capsule.costing.devices import Device, DeviceTable, arm_throughput
+from capsule.costing.response_lengths import NOT_MEASURED, LengthModel, length_model
 from capsule.pins import IFEVAL_PROMPTS_N
 from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.backend_types import cuda_index

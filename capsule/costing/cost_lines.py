@@ -3,9 +3,9 @@ reproduce` prints on a GPU before the first arm. One place for the layout and th
 
 from __future__ import annotations
 
-from capsule.authoring.devices import TABLE, DeviceTable
-from capsule.authoring.lane_plan import Arrangement, arrange, splits_anything
-from capsule.authoring.sizing import PlanEstimate
+from capsule.costing.devices import TABLE, DeviceTable
+from capsule.costing.lane_plan import Arrangement, arrange, splits_anything
+from capsule.costing.sizing import PlanEstimate
 
 
 def _minutes(value: float) -> str:
