@@ -4,9 +4,9 @@ One scenario, to keep server starts (about 40 s each on 2 cores) to three: `caps
 --backend server` is SIGKILLed after its first batch (its server is orphaned), rerun (the orphan is
 stopped, a new server starts), that server is killed once it serves the arm (one `Error:` line
 naming the endpoint, exit 2, rows kept), and a third run completes the arm with no lost or
-repeated row. Plus an unreachable endpoint. That a launched server receives the capsule's own token ids (the same as offline vLLM's)
-is asserted by the smoke plan's offline-vs-server control (tests/integration/test_reproduce_smoke.py),
-so this scenario starts no offline engine of its own.
+repeated row. Plus an unreachable endpoint. That a launched server receives the capsule's own token
+ids (the same as offline vLLM's) is asserted by the smoke plan's offline-vs-server control
+(tests/integration/test_reproduce_smoke.py), so this scenario starts no offline engine of its own.
 """
 
 from __future__ import annotations
