@@ -67,7 +67,7 @@ test-fast: fetch  ## the fast tier alone: everything but the real-model tests (m
 
 lint: setup  ## ruff, mypy and hadolint
 	$(VENV)/bin/ruff check capsule ifeval_scorer tests benchmarks
-	$(VENV)/bin/mypy capsule ifeval_scorer  # strict: pyproject.toml [tool.mypy]
+	$(VENV)/bin/mypy capsule ifeval_scorer benchmarks  # strict: pyproject.toml [tool.mypy]
 	$(VENV)/bin/hadolint docker/Dockerfile docker/Dockerfile.cpu
 
 # ---- a GPU host, outside Docker: the hash-locked GPU stack (Python 3.11, as in the image) ----------

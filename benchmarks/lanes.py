@@ -58,10 +58,13 @@ def timed_generation(plan: Any, inputs: Any, run_path: Path, lanes: int) -> floa
     """Generate every arm of `plan` into `run_path` on `lanes` lanes; the wall seconds it took."""
     from capsule.pipeline.lanes import LaneOptions
     from capsule.pipeline.opening import OpenRun
+    from capsule.pipeline.run_start import RunStart
     from capsule.pipeline.stage_generate import generate_all
     from capsule.run_dir import RunDir
 
-    run = OpenRun(RunDir(run_path), {"run_id": run_path.name}, resumed=False)
+    record = RunStart(run_id=run_path.name, plan_path=f"prereg/{plan.name}", plan_sha256=inputs.plan_sha256,
+                      ledger_head_at_start="none", started="", capsule_version="")
+    run = OpenRun(RunDir(run_path), record, resumed=False)
     started = time.monotonic()
     generate_all(
         plan, run, inputs, dry_run=False, progress=False, say=lambda line: print(f"  {line}", flush=True),

@@ -36,7 +36,9 @@ def cpu_isa() -> str:
     return f"{model}; {' '.join(wanted)}"
 
 
-def run_arm(arm: Any, prompts: Any, keys: list[int], model_dir: Path, out: Path, backend: Any) -> list[dict]:
+def run_arm(
+    arm: Any, prompts: Any, keys: list[int], model_dir: Path, out: Path, backend: Any,
+) -> list[dict[str, Any]]:
     from capsule.generation.arm_runner import generate_arm
 
     result = generate_arm(
@@ -46,22 +48,24 @@ def run_arm(arm: Any, prompts: Any, keys: list[int], model_dir: Path, out: Path,
     return [json.loads(line) for line in result.rows_path.read_text().splitlines()]
 
 
-def tokens_per_s(rows: list[dict]) -> float:
+def tokens_per_s(rows: list[dict[str, Any]]) -> float:
     """Generated tokens over the arm's generation wall time (see the module docstring)."""
     tokens = sum(r["n_output_tokens"] for r in rows)
     if "request" in rows[0]:
         wall = max(r["request"]["finished_at"] for r in rows) - min(r["request"]["sent_at"] for r in rows)
     else:
         wall = max(r["elapsed_s"] for r in rows)
-    return tokens / wall
+    return float(tokens / wall)
 
 
-def identical(a: list[dict], b: list[dict]) -> int:
+def identical(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
     by_key = {r["key"]: r["raw"] for r in b}
     return sum(by_key.get(r["key"]) == r["raw"] for r in a)
 
 
-def measure(dtype: str, args: argparse.Namespace, model_dir: Path, prompts: Any, keys: list[int]) -> dict:
+def measure(
+    dtype: str, args: argparse.Namespace, model_dir: Path, prompts: Any, keys: list[int],
+) -> dict[str, Any]:
     from dataclasses import replace
 
     from capsule.generation.backends import load_backend
