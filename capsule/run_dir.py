@@ -1,7 +1,8 @@
 """The layout of a run directory: the one place that spells a run's file names.
 
 A sealed run is `results/<plan>/<run_id>/`, a dry run `runs/dry-run/<plan>/<run_id>/`, a rehearsal
-(`reproduce --rehearse`) `runs/rehearsal/<plan>/<run_id>/`, and an
+(`reproduce --rehearse`) `runs/rehearsal/<plan>/<run_id>/`, a probe (`reproduce --probe K`)
+`runs/probe/<plan>/<run_id>/`, and an
 ad-hoc run (`capsule generate` without a plan) `runs/adhoc/<run_id>/`, an import of another
 harness's samples (`capsule import-samples`) `runs/imports/<name>/`. Every stage (generate,
 score, analyse, report, sign), the verifier and the report read and write a run only through a
@@ -14,6 +15,7 @@ bundle lists `generations/a.jsonl`), absolute where they are opened.
     import.json                  instead, for an import: the files, disagreements, band, comparison
     manifest.json                the machine fingerprint (machine.manifest)
     rehearsal.json               a rehearsal only: its stand-in models and shrinking (pipeline.rehearsal)
+    probe.json                   a probe only: batch timings, loads, the study's cost (pipeline.probe_run)
     generations/<arm>.jsonl      generation rows, and <arm>.meta.json beside them
     generations/<arm>.refused.json  instead, an arm its backend refused at load (the engine's message)
     generations/<arm>.refused.log   its evidence: the engine's start-up log or exception chain
@@ -41,6 +43,7 @@ from capsule.errors import BadInputError
 RESULTS_ROOT = Path("results")  # sealed runs: RESULTS_ROOT/<plan>/<run_id>/
 DRY_RUN_ROOT = Path("runs/dry-run")  # dry runs (fake backend): DRY_RUN_ROOT/<plan>/<run_id>/
 REHEARSAL_ROOT = Path("runs/rehearsal")  # rehearsals (stand-in model): REHEARSAL_ROOT/<plan>/<run_id>/
+PROBE_ROOT = Path("runs/probe")  # probes (every arm on K prompts): PROBE_ROOT/<plan>/<run_id>/
 ADHOC_ROOT = Path("runs/adhoc")  # ad-hoc runs (no plan): ADHOC_ROOT/<run_id>/
 IMPORTS_ROOT = Path("runs/imports")  # other harnesses' samples, imported: IMPORTS_ROOT/<name>/
 RUN_RECORD = "run.json"
@@ -50,6 +53,7 @@ ADHOC_RECORD = "adhoc.json"
 IMPORT_RECORD = "import.json"
 MANIFEST = "manifest.json"
 REHEARSAL_RECORD = "rehearsal.json"
+PROBE_RECORD = "probe.json"
 GENERATIONS = "generations"
 SCORES = "scores"
 STABILITY = "stability"
@@ -161,6 +165,11 @@ class RunDir:
     def rehearsal(self) -> Path:
         """A rehearsal's record: its stand-in models and what it shrank (absent from other runs)."""
         return self.path / REHEARSAL_RECORD
+
+    @property
+    def probe(self) -> Path:
+        """A probe's record: what it measured and the full study's cost from it (absent elsewhere)."""
+        return self.path / PROBE_RECORD
 
     @property
     def generations_dir(self) -> Path:

@@ -15,6 +15,7 @@ import click
 from capsule.commands.options import endpoint_options, ledger_option, plan_option, results_option
 from capsule.costing.pricing import gpu_cost_lines
 from capsule.pipeline.lanes import LaneOptions, parse_gpus
+from capsule.pipeline.probe_run import probe_banner
 from capsule.pipeline.rehearsal import REHEARSAL_BANNER
 from capsule.pipeline.reproduce import ReproduceOptions, default_results_root
 from capsule.pipeline.reproduce import reproduce as run_plan
@@ -42,6 +43,15 @@ from capsule.report.document import headline_line
     is_flag=True,
     help="Run every arm on the real backends with a stand-in model of the plan's architecture (random "
     "weights, a few prompts and tokens per arm), here, before a GPU run; never recorded in the ledger.",
+)
+@click.option(
+    "--probe",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run every arm as sealed on its first K prompts with the real model, then price the full study "
+    "on this host from the step times measured (the first GPU hour); never recorded in the ledger. "
+    "With --rehearse: on the stand-in model.",
+    metavar="K",
 )
 @click.option(
     "--model-dir",
@@ -77,15 +87,23 @@ def reproduce(
     results_root: Path | None, no_progress: bool, lanes: int, gpus: str | None, **given: Any
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
+    given["probe"] = probe = given["probe"] or 0  # 0: not a probe
     dry_run, rehearse = given["dry_run"], given["rehearse"]
     if dry_run and rehearse:
         raise click.UsageError("--dry-run and --rehearse exclude each other: choose one")
+    if probe and dry_run:
+        raise click.UsageError("--probe measures real backends; a dry run has none: leave out --dry-run")
+    if probe and (lanes != 1 or gpus is not None):
+        raise click.UsageError(
+            "--probe times every backend load in one process: leave out --lanes and --gpus "
+            "(`capsule plan cost --lanes N` prices lanes)"
+        )
     if rehearse and (given["model_dir"] is not None or given["endpoint"] is not None):
         raise click.UsageError(
             "--rehearse runs its own stand-in model on backends it launches: "
             "leave out --model-dir and --endpoint"
         )
-    root = results_root if results_root is not None else default_results_root(dry_run, rehearse)
+    root = results_root if results_root is not None else default_results_root(dry_run, rehearse, bool(probe))
     options = ReproduceOptions(
         results_root=root, progress=not no_progress, lanes=LaneOptions(lanes, parse_gpus(gpus)), **given
     )
@@ -94,8 +112,8 @@ def reproduce(
             "DRY RUN: every arm on the fake backend, with no model; its verdicts will be of fake data, "
             "and it is not recorded in the ledger.", err=True,
         )
-    elif rehearse:
-        click.echo(REHEARSAL_BANNER, err=True)
+    elif probe or rehearse:
+        click.echo(probe_banner(probe) if probe else REHEARSAL_BANNER, err=True)
     else:
         for line in gpu_cost_lines(options.plan_path, options.ledger_path):
             click.echo(line, err=True)
@@ -110,6 +128,17 @@ def reproduce(
         click.echo(
             "DRY RUN: the verdicts above are of fake data (the fake backend, no model), not of the model; "
             "this run is not in the ledger, and `capsule verify` refuses it"
+        )
+        return
+    if result.probe is not None:
+        for line in result.probe.lines:
+            click.echo(line)
+        click.echo(
+            f"{probe_banner(probe)} The cost above is the full study's on this host, from the step times "
+            f"of {len(result.probe.measured.arms)} arm(s) and {len(result.probe.measured.loads)} "
+            f"backend load(s) it measured (probe.json)."
+            + (f" Not run here, so priced from the table alone: {', '.join(result.probe.not_run)}."
+               if result.probe.not_run else "")
         )
         return
     if rehearse:

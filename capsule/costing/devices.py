@@ -9,6 +9,7 @@ model the v3 rationale sizes the embedded plan with; beyond them it extrapolates
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -195,6 +196,25 @@ def _step_s(a: Figure, b: Figure, batch: int) -> float:
     return max(step_a + slope * (batch - a.batch), min(step_a, step_b) * 0.5)
 
 
+def _nearest_two(figures: Sequence[Figure], batch: int) -> tuple[Figure, Figure]:
+    nearest = sorted(figures, key=lambda f: (abs(f.batch - batch), f.batch))[:2]
+    low, high = sorted(nearest, key=lambda f: f.batch)
+    return low, high
+
+
+def step_seconds(figures: Sequence[Figure], batch: int) -> float:
+    """Seconds per generation step at `batch` from one backend and dtype's figures: the figure at
+    that batch, else the one figure's tok/s held, else the line through the two nearest figures'
+    step times. The one rule that prices an arm and calibrates a table against a probe."""
+    exact = [f for f in figures if f.batch == batch]
+    if exact:
+        return batch / exact[0].tok_per_s
+    if len(figures) == 1:
+        return batch / figures[0].tok_per_s
+    low, high = _nearest_two(figures, batch)
+    return _step_s(low, high, batch)
+
+
 def arm_throughput(table: DeviceTable, device: Device, arm: Arm) -> Throughput:
     """The tokens/s `arm` generates at on `device`, with the figures (and slowdowns) it rests on.
 
@@ -214,18 +234,14 @@ def arm_throughput(table: DeviceTable, device: Device, arm: Arm) -> Throughput:
             f"price it on one that has (--gpu {' | '.join(having) or 'none'}) or add a measured figure "
             f"to {TABLE.name}"
         )
+    tok_per_s = arm.batch_size / step_seconds(figures, arm.batch_size)
     exact = [f for f in figures if f.batch == arm.batch_size]
     if exact:
-        tok_per_s, source = exact[0].tok_per_s, exact[0].source
+        source = exact[0].source
     elif len(figures) == 1:
-        tok_per_s, source = (
-            figures[0].tok_per_s,
-            f"{figures[0].source} (the one figure, at batch {figures[0].batch})",
-        )
+        source = f"{figures[0].source} (the one figure, at batch {figures[0].batch})"
     else:
-        nearest = sorted(figures, key=lambda f: (abs(f.batch - arm.batch_size), f.batch))[:2]
-        low, high = sorted(nearest, key=lambda f: f.batch)
-        tok_per_s = arm.batch_size / _step_s(low, high, arm.batch_size)
+        low, high = _nearest_two(figures, arm.batch_size)
         source = (
             f"step time interpolated between batch {low.batch} and {high.batch} ({low.source}; {high.source})"
         )

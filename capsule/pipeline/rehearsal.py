@@ -23,7 +23,7 @@ from capsule.artifacts.stand_in_shapes import REHEARSAL_SIZE, VLLM_BACKENDS, Reh
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError
 from capsule.prereg.plan import Arm, Plan
-from capsule.run_dir import RESULTS_ROOT, RunDir
+from capsule.run_dir import REHEARSAL_ROOT, RESULTS_ROOT, RunDir
 
 REHEARSAL_VERSION = 1
 REHEARSAL_BANNER = (
@@ -32,14 +32,17 @@ REHEARSAL_BANNER = (
 )
 
 
-def check_rehearsal_root(results_root: Path, repo_root: Path) -> None:
-    """Refuse a rehearsal written into `results/` (where committed, signed runs live): BadInputError."""
+def check_rehearsal_root(
+    results_root: Path, repo_root: Path, what: str = "a rehearsal", default: Path = REHEARSAL_ROOT
+) -> None:
+    """Refuse a rehearsal (or a probe: `what`, its `default` root) written into `results/`, where
+    committed, signed runs live: BadInputError."""
     committed = (repo_root / RESULTS_ROOT).resolve()
     target = results_root.resolve()
     if target == committed or committed in target.parents:
         raise BadInputError(
-            f"--results {results_root}: a rehearsal never goes into {RESULTS_ROOT}/ (committed runs); "
-            "leave --results out (runs/rehearsal) or name a directory outside it"
+            f"--results {results_root}: {what} never goes into {RESULTS_ROOT}/ (committed runs); "
+            f"leave --results out ({default.as_posix()}) or name a directory outside it"
         )
 
 
@@ -100,9 +103,13 @@ class Rehearsal:
         }
 
 
-def prepare_rehearsal(plan: Plan) -> Rehearsal:
-    """Build (once, cached) the stand-in for the plan's model and return how the rehearsal runs."""
-    return Rehearsal(build_stand_in(stand_in_spec(plan.model)))
+def prepare_rehearsal(plan: Plan, prompts_per_arm: int | None = None) -> Rehearsal:
+    """Build (once, cached) the stand-in for the plan's model and return how the rehearsal runs:
+    on `prompts_per_arm` keys per arm where given (a rehearsed probe's K), else `REHEARSAL_SIZE`'s."""
+    size = REHEARSAL_SIZE
+    if prompts_per_arm is not None:
+        size = replace(size, prompts_per_arm=prompts_per_arm)
+    return Rehearsal(build_stand_in(stand_in_spec(plan.model)), size)
 
 
 def write_rehearsal_record(run: RunDir, rehearsal: Rehearsal, plan: Plan) -> None:

@@ -4,8 +4,9 @@ Steps (each reads files and writes files, so a second call after any interruptio
 verify the ledger and the plan's seal -> fetch prompts and model (verified) -> open or resume the
 run directory (`opening`: run.json, the plan's copy, manifest) -> generate every arm
 (`stage_generate`) -> score every arm, scorer-stability runs, analysis.json (`stage_score`) ->
-RESULTS.md and the signed bundle appended to the ledger (`stage_sign`). A dry run (fake backend) and
-a rehearsal (`rehearsal`: real backends, stand-in model) are signed but never appended.
+RESULTS.md and the signed bundle appended to the ledger (`stage_sign`). A dry run (fake backend), a
+rehearsal (`rehearsal`: real backends, stand-in model) and a probe (`probe_run`: every arm on K
+prompts, then the study's cost from its step times) are signed but never appended.
 
 The ledger is loaded once and the plan read once: the bytes hashed against the seal are the bytes
 parsed and copied into the run, and the ledger appended to is the one verified (re-read at signing
@@ -35,6 +36,7 @@ from capsule.pipeline.opening import (
     signed,
     start_manifest,
 )
+from capsule.pipeline.probe_run import LoadTimes, Probe, ProbeCost, probe_cost, write_probe_record
 from capsule.pipeline.reference_comparison import ReferenceComparison, compare_with_reference
 from capsule.pipeline.rehearsal import (
     Rehearsal,
@@ -45,11 +47,12 @@ from capsule.pipeline.rehearsal import (
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.loader import plan_file
 from capsule.prereg.sealed_plan import SealedPlan, open_sealed_plan
-from capsule.run_dir import DRY_RUN_ROOT, REHEARSAL_ROOT, RESULTS_ROOT, RunDir
+from capsule.run_dir import DRY_RUN_ROOT, PROBE_ROOT, REHEARSAL_ROOT, RESULTS_ROOT, RunDir
 
 if TYPE_CHECKING:
     from capsule.analysis.schema import Headline
     from capsule.evidence.signing import SigningKey
+    from capsule.pipeline.stage_generate import ArmShaping
     from ifeval_scorer import Prompt
 
 
@@ -71,16 +74,19 @@ class ReproduceOptions:
     retry_refused: bool = False  # load the backend again for arms a resumed run records as refused
     rehearse: bool = False  # every arm shrunk on a stand-in model, real backends (pipeline.rehearsal)
     lanes: LaneOptions = LaneOptions()  # arms side by side on that many lane processes (pipeline.lanes)
+    probe: int = 0  # every arm on its first `probe` prompts, then the study's cost (pipeline.probe_run)
 
     @property
     def recorded(self) -> bool:
-        """Whether the run goes into the ledger: not a dry run, not a rehearsal."""
-        return not (self.dry_run or self.rehearse)
+        """Whether the run goes into the ledger: not a dry run, rehearsal or probe."""
+        return not (self.dry_run or self.rehearse or self.probe)
 
 
-def default_results_root(dry_run: bool, rehearse: bool) -> Path:
+def default_results_root(dry_run: bool, rehearse: bool, probe: bool = False) -> Path:
     """Where runs go when no --results is given: results/ for a recorded run, apart from it for a
-    dry run and a rehearsal (neither is ever recorded)."""
+    dry run, a probe and a rehearsal (none is ever recorded)."""
+    if probe:
+        return PROBE_ROOT
     return DRY_RUN_ROOT if dry_run else REHEARSAL_ROOT if rehearse else RESULTS_ROOT
 
 
@@ -94,6 +100,7 @@ class ReproduceResult:
     bundle_fingerprint: str
     verify_command: str  # what checks it: with --key where the plan does not trust the signing key
     reference: ReferenceComparison | None = None  # the run against its plan's committed reference run
+    probe: ProbeCost | None = None  # a probe's measurements and the full study's cost from them
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -138,7 +145,7 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
     )
     if warning and options.recorded:  # a dry run or rehearsal is never recorded, so never verified
         say(warning)
-    rehearsal = prepare_rehearsal(plan) if options.rehearse else None
+    rehearsal = prepare_rehearsal(plan, options.probe or None) if options.rehearse else None
     if rehearsal is not None:
         say(f"REHEARSAL: stand-in {rehearsal.stand_in.model_dir.name} (vLLM backends: "
             f"{rehearsal.stand_in.vllm_dir.name}); not recorded in the ledger")
@@ -149,6 +156,9 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
         model_dir = None if options.dry_run else ensure_model_dir(
             plan.model, options.model_dir, options.plan_path, say
         )
+    shaping: ArmShaping | None = rehearsal
+    if shaping is None and model_dir is not None and options.probe:
+        shaping = Probe(options.probe, model_dir, plan.model.loader)
     with ExitStack() as held:  # the run directory's lock, held until the run is signed
         run = open_run_dir(
             results_root=options.results_root / plan.name,
@@ -162,7 +172,7 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
             finished=recorded_in(ledger) if options.recorded else signed,
         )
         return _run_opened(
-            options, sealed, run, fetched.path, prompts, model_dir, signer, key_line, say, rehearsal
+            options, sealed, run, fetched.path, prompts, model_dir, signer, key_line, say, rehearsal, shaping
         )
 
 
@@ -174,16 +184,18 @@ def start_head(ledger: Ledger, plan_path: str, plan_sha256: str) -> StartHead:
 
 
 def _load_for(options: ReproduceOptions) -> SealedPlan:
-    """The sealed plan; for a rehearsal, `--results` inside `results/` and a plan the ledger has
-    never sealed are bad input (exit 2): a rehearsal tries the plan a GPU host will run, which must
-    be sealed first, and never writes where committed runs live."""
-    if options.rehearse:
+    """The sealed plan; for a rehearsal or probe, `--results` inside `results/` and a plan the
+    ledger has never sealed are bad input (exit 2): either tries the plan a GPU host will run, which
+    must be sealed first, and never writes where committed runs live."""
+    if options.rehearse or options.probe:
         ledger = Ledger.load(options.ledger_path)
-        check_rehearsal_root(options.results_root, ledger.root)
+        flag, what = ("--probe", "a probe") if options.probe else ("--rehearse", "a rehearsal")
+        default = PROBE_ROOT if options.probe else REHEARSAL_ROOT
+        check_rehearsal_root(options.results_root, ledger.root, what, default)
         relative = ledger.relative(plan_file(options.plan_path))
         if ledger.latest_for(relative) is None:
             raise BadInputError(
-                f"--rehearse: {relative} is not sealed in {ledger.path}; a rehearsal runs a sealed plan "
+                f"{flag}: {relative} is not sealed in {ledger.path}; {what} runs a sealed plan "
                 f"as a GPU host will: seal it first (`capsule prereg seal {relative} --note ...`)"
             )
     return open_sealed_plan(options.plan_path, options.ledger_path)
@@ -200,6 +212,7 @@ def _run_opened(
     key_line: str,
     say: Say,
     rehearsal: Rehearsal | None = None,
+    shaping: ArmShaping | None = None,
 ) -> ReproduceResult:
     """The steps after the run directory is open (and locked): generate, score, report, sign."""
     from capsule.pipeline.stage_generate import GenerateInputs, generate_all
@@ -215,11 +228,16 @@ def _run_opened(
         write_rehearsal_record(run.dir, rehearsal, plan)
     digest = start_manifest(run, model_dir, prompts_path, say)
     inputs = GenerateInputs(prompts, model_dir, seal.sha256, digest)
+    loads = LoadTimes() if options.probe else None
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,
         endpoint=options.endpoint, key_env=options.endpoint_key_env, retry_refused=options.retry_refused,
-        rehearsal=rehearsal, lanes=options.lanes,
+        shaping=shaping, lanes=options.lanes, on_load=loads.record if loads else None,
     )
+    probe = None
+    if loads is not None:
+        probe = probe_cost(run.dir, plan, loads, _gpu_count(), rehearsed=rehearsal is not None)
+        write_probe_record(run.dir, options.probe, probe)
     say("scoring and analysing")
     analysis = analyse(run.dir, plan, prompts, None if options.dry_run else model_tokenizer(model_dir))
     say(key_line)
@@ -230,10 +248,8 @@ def _run_opened(
         key=signer,
         ledger=ledger if options.recorded else None,
     )
-    chained = (
-        "ledger entry appended" if options.recorded
-        else f"{'rehearsal' if options.rehearse else 'dry run'}: not appended to the ledger"
-    )
+    kind = "probe" if options.probe else "rehearsal" if options.rehearse else "dry run"
+    chained = "ledger entry appended" if options.recorded else f"{kind}: not appended to the ledger"
     say(f"signed bundle: {bundle.n_files} files, key {bundle.fingerprint}; {chained}")
     verify = verify_command(run.dir, ledger, run.record.plan_path, bundle.fingerprint, sealed.data)
     reference = None
@@ -253,4 +269,12 @@ def _run_opened(
         bundle.fingerprint,
         verify,
         reference,
+        probe,
     )
+
+
+def _gpu_count() -> int:
+    """How many GPUs NVML lists here (0 without NVML or a GPU): what a probe prices the study on."""
+    from capsule.machine.gpu import probe_gpus
+
+    return len(probe_gpus()["gpus"])

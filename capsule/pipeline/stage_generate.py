@@ -10,17 +10,18 @@ as refused (`generations/<arm>.refused.json`) and the run goes on; a resumed run
 unless `retry_refused`. Any other failure stops the run with one error naming the arm
 (`ArmFailedError`); what was generated stays on disk, and the same command resumes.
 A rehearsal (`capsule.pipeline.rehearsal`) runs each arm shrunk, on its first few keys, on the
-real backend with a stand-in model directory and loader. With lanes (`capsule.pipeline.lanes`),
+real backend with a stand-in model directory and loader; a probe (`capsule.pipeline.probe_run`) runs
+each arm as sealed on its first K keys. Both are an `ArmShaping`. With lanes (`capsule.pipeline.lanes`),
 each lane's process runs this same loop on its own arms.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from capsule.errors import BadInputError, CapsuleError
 from capsule.generation.arm_runner import generate_arm, subset_keys
@@ -32,9 +33,23 @@ from capsule.generation.refused_arms import RunFacts, check_run_refusal, record_
 from capsule.pipeline.lane_pricing import start_weights
 from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes
 from capsule.pipeline.opening import OpenRun, Say
-from capsule.pipeline.rehearsal import Rehearsal
 from capsule.prereg.plan import Arm, Plan
 from ifeval_scorer import Prompt
+
+OnLoad = Callable[[Arm, float], None]  # told each backend load: the arm it was for and its seconds
+
+
+class ArmShaping(Protocol):
+    """How a rehearsal or a probe changes what each arm runs: the arm, its keys and its model."""
+
+    def arm(self, arm: Arm) -> Arm:
+        """The arm as it runs."""
+
+    def keys(self, keys: list[int]) -> list[int]:
+        """The keys it runs, of its subset's `keys`."""
+
+    def model(self, arm: Arm) -> tuple[Path, str]:
+        """The model directory and `[model] loader` it runs with."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +93,8 @@ class GenerateSettings:
     endpoint: str | None = None
     key_env: str = ENDPOINT_KEY_ENV
     retry_refused: bool = False
-    rehearsal: Rehearsal | None = None
+    shaping: ArmShaping | None = None
+    on_load: OnLoad | None = None  # one process only (a probe): a lane's settings are pickled
 
 
 @dataclass(frozen=True)
@@ -93,21 +109,24 @@ class LaneJob:
 def generate_all(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, *, dry_run: bool, progress: bool, say: Say,
     endpoint: str | None = None, key_env: str = ENDPOINT_KEY_ENV, retry_refused: bool = False,
-    rehearsal: Rehearsal | None = None, lanes: LaneOptions | None = None,
+    shaping: ArmShaping | None = None, lanes: LaneOptions | None = None, on_load: OnLoad | None = None,
 ) -> None:
     """Generate every arm in plan order, reusing one loaded backend across arms that allow it.
     `endpoint` / `key_env`: server arms use that endpoint instead of launching a server.
     `retry_refused`: load the backend again for arms recorded as refused (else they are skipped).
-    `rehearsal`: each arm shrunk, on its stand-in model (`Rehearsal.arm`, `.keys`, `.model`).
+    `shaping`: each arm as a rehearsal or probe runs it (`ArmShaping`); `on_load`: told each backend
+    load's seconds (one lane only).
     `lanes`: more than one runs the engine runs on that many lane processes (`capsule.pipeline.lanes`;
     no progress bars there); one (the default) is this process, arm after arm."""
-    settings = GenerateSettings(dry_run, progress, endpoint, key_env, retry_refused, rehearsal)
+    settings = GenerateSettings(dry_run, progress, endpoint, key_env, retry_refused, shaping, on_load)
     if lanes is None or lanes == LaneOptions():
         generate_arms(plan, run, inputs, settings, say)
         return
+    if on_load is not None:
+        raise BadInputError("backend loads are measured on one lane only: leave out --lanes")
     job = LaneJob(plan, run, inputs, dataclasses.replace(settings, progress=False))
-    weights = start_weights if rehearsal is not None else None  # a rehearsal's time is its starts
-    run_lanes(assign_lanes(plan, lanes, weights, split=rehearsal is None), run_lane, job, say)
+    weights = start_weights if shaping is not None else None  # a rehearsal's time is its starts
+    run_lanes(assign_lanes(plan, lanes, weights, split=shaping is None), run_lane, job, say)
 
 
 def run_lane(job: LaneJob, lane: Lane, messages: Any) -> None:
@@ -133,16 +152,18 @@ def generate_arms(
     """Generate the plan's arms (a `lane`'s only, when given: its batch share of an arm it shares,
     the lane recorded in each segment it writes) in plan order, reusing one loaded backend across
     consecutive arms that allow it."""
-    dry_run, rehearsal = settings.dry_run, settings.rehearsal
+    dry_run, shaping = settings.dry_run, settings.shaping
     context = BackendContext(run.dir, settings.endpoint, settings.key_env)
     arms = [
-        dry_run_arm(arm) if dry_run else rehearsal.arm(arm) if rehearsal else arm for arm in plan.arms
+        dry_run_arm(arm) if dry_run else shaping.arm(arm) if shaping else arm for arm in plan.arms
         if lane is None or arm.name in lane.arms
     ]
     tokenizer, model_dir = None, inputs.model_dir
     if dry_run:
         tokenizer, model_dir = FakeChatTokenizer(supports_thinking=True), DRY_RUN_MODEL
-    slot = BackendSlot(context, lambda arm: say(f"loading backend {arm.backend} for arm {arm.name}"))
+    slot = BackendSlot(
+        context, lambda arm: say(f"loading backend {arm.backend} for arm {arm.name}"), settings.on_load
+    )
     try:
         facts = RunFacts(run.run_id, inputs.plan_sha256, inputs.manifest_digest)
         for arm in arms:
@@ -154,7 +175,7 @@ def generate_arms(
             where = None if lane is None else Placement(lane.number, lane.device, lane.shard_of(arm.name))
             try:
                 _generate_one(
-                    plan, run, inputs, arm, slot, tokenizer, model_dir, settings.progress, say, rehearsal,
+                    plan, run, inputs, arm, slot, tokenizer, model_dir, settings.progress, say, shaping,
                     where,
                 )
             except BackendRefusedError as error:
@@ -178,17 +199,17 @@ def generate_arms(
 
 def _generate_one(
     plan: Plan, run: OpenRun, inputs: GenerateInputs, arm: Arm, slot: BackendSlot,
-    tokenizer: Any, model_dir: Path | None, progress: bool, say: Say, rehearsal: Rehearsal | None = None,
+    tokenizer: Any, model_dir: Path | None, progress: bool, say: Say, shaping: ArmShaping | None = None,
     where: Placement | None = None,
 ) -> None:
     """One arm: generate what is missing, on `slot`'s backend (loaded, or swapped, only if the arm
-    has batches left). In a `rehearsal` the arm's keys, model directory and loader are the rehearsal's.
+    has batches left). With a `shaping` the arm's keys, model directory and loader are its.
     `where`: the lane it runs on (and its batch share), recorded in the segment."""
     keys = arm_keys(plan, arm, inputs.prompts)
     loader = plan.model.loader
-    if rehearsal is not None:
-        keys = rehearsal.keys(keys)
-        model_dir, loader = rehearsal.model(arm)
+    if shaping is not None:
+        keys = shaping.keys(keys)
+        model_dir, loader = shaping.model(arm)
     result = generate_arm(
         arm,
         prompts=inputs.prompts,

@@ -95,10 +95,11 @@ def render_report(
     *,
     plots: Sequence[str] = (),
     fingerprint: str | None = None,
+    probe_note: str | None = None,
 ) -> str:
     """The RESULTS.md text for one run. `plots`: the run's plot files (`plots/NAME.png`) to show;
-    `fingerprint`: the signing key's fingerprint when known before signing."""
-    data = ReportInput(analysis, manifest, tuple(plots))
+    `fingerprint`: the signing key's fingerprint when known before signing; `probe_note`: a probe's."""
+    data = ReportInput(analysis, manifest, tuple(plots), probe_note)
     plan = analysis.plan.name
     lines = [f"# Results: {plan}" if plan else "# Results", ""]
     sections = [
@@ -124,7 +125,8 @@ def load_run(run_dir: Path) -> ReportInput:
     analysis = read_analysis(run.analysis)
     manifest = load_manifest(run.manifest) if run.manifest.exists() else None
     plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
-    return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots)
+    probe = str(read_json_object(run.probe, "probe.json").get("note", "")) if run.probe.is_file() else None
+    return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots, probe)
 
 
 def _checked_manifest(manifest: Any, path: Path) -> Mapping[str, Any] | None:
@@ -154,7 +156,9 @@ def render_outputs(run_dir: Path, *, fingerprint: str | None = None, plots: bool
         rendered = render_plots(data.analysis, run_dir)
         files = {RunDir.plot_relative(name): png for name, png in rendered.items()}
         shown = tuple(files)
-    text = render_report(data.analysis, data.manifest, plots=shown, fingerprint=fingerprint)
+    text = render_report(
+        data.analysis, data.manifest, plots=shown, fingerprint=fingerprint, probe_note=data.probe_note
+    )
     files[RESULTS] = text.encode("utf-8")
     return files
 
@@ -208,7 +212,10 @@ def check_report(run_dir: Path) -> list[str]:
     data = load_run(run_dir)
     diff: list[str] = []
     for fingerprint in dict.fromkeys((None, bundle_fingerprint(run_dir))):
-        expected = render_report(data.analysis, data.manifest, plots=data.plots, fingerprint=fingerprint)
+        expected = render_report(
+            data.analysis, data.manifest, plots=data.plots, fingerprint=fingerprint,
+            probe_note=data.probe_note,
+        )
         if expected == current:
             return []
         diff = diff or list(

@@ -67,11 +67,14 @@ def _failed_lines(analysis: Analysis) -> list[str]:
     return lines + [""]
 
 
-def fake_data_note(analysis: Analysis, manifest: Mapping[str, Any] | None) -> str | None:
+def fake_data_note(
+    analysis: Analysis, manifest: Mapping[str, Any] | None, probe_note: str | None = None
+) -> str | None:
     """One paragraph, or None. A dry run (its manifest records `model: null`: every arm ran on the
     fake backend, whatever backend the plan names) says that its verdicts are of fake data and that it
     is not in the ledger; a rehearsal (its manifest's model is a stand-in) says its verdicts are of
-    noise; a run with arms that a plan put on the fake backend names them."""
+    noise; a probe says what it ran (`probe_note`, bolded); a run with arms that a plan put on the fake
+    backend names them."""
     if manifest is not None and is_stand_in(manifest.get("model")):
         substituted = substitution_note(manifest.get("model"))
         return (
@@ -81,6 +84,8 @@ def fake_data_note(analysis: Analysis, manifest: Mapping[str, Any] | None) -> st
             "noise, not of the model. A rehearsal is not recorded in the ledger."
             + (f" {substituted}" if substituted else "")
         )
+    if probe_note:
+        return f"**{probe_note}** probe.json holds the step times it measured and the full study's cost."
     if manifest is not None and "model" in manifest and manifest["model"] is None:
         return (
             "**DRY RUN: FAKE DATA.** Every arm ran on the fake backend, with no model: the responses are "
@@ -120,7 +125,7 @@ def headline_block(data: ReportInput) -> list[str]:
     readings = analysis.headline.readings
     primary = readings[0]
     metric = claim.metric
-    fake = fake_data_note(analysis, data.manifest)
+    fake = fake_data_note(analysis, data.manifest, data.probe_note)
     lines = ([fake, ""] if fake else []) + _failed_lines(analysis)
     lines += [
         f"**Claim:** {claim.text} ({claim.source}): {fmt_pct(claim.value_pct)}, "
@@ -170,5 +175,5 @@ def summary_block(data: ReportInput) -> list[str]:
         text += f" Echoing the prompt back scores {fmt_pct(echo[0])} on the same metric."
     if failed:
         text = f"**FAILED CONTROLS: {', '.join(failed)}.** " + text
-    fake = fake_data_note(analysis, data.manifest)
+    fake = fake_data_note(analysis, data.manifest, data.probe_note)
     return [f"{fake} {text}" if fake else text]

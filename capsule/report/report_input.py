@@ -12,8 +12,10 @@ from capsule.analysis.schema import Analysis
 @dataclass(frozen=True)
 class ReportInput:
     """The run's analysis (`capsule.analysis.schema.Analysis`), its manifest dict (or None) and the
-    plots that exist for the run (file names relative to the run directory)."""
+    plots that exist for the run (file names relative to the run directory); a probe's note (its
+    probe.json `note`), None for any other run."""
 
     analysis: Analysis
     manifest: Mapping[str, Any] | None = None
     plots: tuple[str, ...] = field(default_factory=tuple)
+    probe_note: str | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,14 +187,17 @@ class BackendSlot:
     validation; the one loaded serves it if it was loaded for the arm's `reuse_key`, else it is
     closed first and another loaded. So consecutive arms with equal keys share one model, an arm
     already complete loads nothing, and `close()` frees whatever is loaded. `announce(arm)` is called
-    just before each load (the pipeline prints "loading backend ...").
+    just before each load (the pipeline prints "loading backend ..."), `loaded(arm, seconds)` after
+    each load that succeeded (a probe measures backend starts with it).
     """
 
     def __init__(
-        self, context: BackendContext | None = None, announce: Callable[[Arm], None] | None = None
+        self, context: BackendContext | None = None, announce: Callable[[Arm], None] | None = None,
+        loaded: Callable[[Arm, float], None] | None = None,
     ) -> None:
         self.context = context or BackendContext()
         self.announce = announce
+        self.loaded = loaded
         self.backend: Backend | None = None
 
     def for_arm(self, arm: Arm, model_dir: Path, loader: str | None) -> Backend:
@@ -203,7 +207,10 @@ class BackendSlot:
         if self.backend is None:
             if self.announce is not None:
                 self.announce(arm)
+            started = time.monotonic()
             self.backend = load_backend(arm.backend, model_dir, arm, loader, self.context)
+            if self.loaded is not None:
+                self.loaded(arm, time.monotonic() - started)
         return self.backend
 
     def close(self) -> None:
