@@ -22,6 +22,7 @@ from capsule.evidence.signing import fingerprint_of, public_key_pem, read_public
 from capsule.generation.refused_arms import RunFacts
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.jsonio import parse_json, read_input_bytes
+from capsule.machine.manifest_record import parse_manifest
 from capsule.run_dir import BUNDLE, MANIFEST, PUBLIC_KEY, RunDir
 
 
@@ -105,7 +106,6 @@ def check_machine(run_dir: Path, bundle: BundleIndex) -> None:
                 f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
                 f"{bundle.manifest_digest} (the manifest was changed after the run recorded it)"
             )
-        gpus = manifest.get("gpus") if isinstance(manifest, dict) else None
-        gpu_count = len(gpus) if isinstance(gpus, list) else 0
+        gpu_count = len(parse_manifest(manifest).gpus)
     facts = RunFacts(bundle.run_id, bundle.plan.sha256, bundle.manifest_digest)
     check_arm_records(run_dir, bundle.files, facts, gpu_count)

@@ -31,6 +31,7 @@ from capsule.hashing import sha256_file
 from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
+from capsule.machine.manifest_record import parse_manifest
 from capsule.pipeline.run_start import RunStart, read_run_start
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, utc_now, write_entry_copy
 from capsule.prereg.ledger_entries import FileRecord
@@ -248,12 +249,9 @@ _LIVE_TORCH = ("numerics.torch.", "numerics.threads.torch") + tuple(
 def _unread_on_either_side(path: str, recorded: Any, current: Any) -> bool:
     """A torch flag that one of the two manifests did not read (torch was not imported in that
     process: a dry run or a fake-backend arm): nothing to compare, so no difference of machines."""
-    def read(manifest: Any) -> bool:
-        software = manifest.get("software", {}) if isinstance(manifest, dict) else {}
-        build = software.get("torch_build", {}) if isinstance(software, dict) else {}
-        return isinstance(build, dict) and build.get("source") == "live torch"
-
-    return path.startswith(_LIVE_TORCH) and not (read(recorded) and read(current))
+    return path.startswith(_LIVE_TORCH) and not (
+        parse_manifest(recorded).torch_live and parse_manifest(current).torch_live
+    )
 
 
 def start_manifest(

@@ -14,14 +14,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from capsule.analysis.codec import read_analysis
 from capsule.analysis.schema import Analysis
 from capsule.atomic import write_bytes_atomic
 from capsule.errors import BadInputError
 from capsule.jsonio import read_json_object
-from capsule.machine.manifest import load_manifest, validate_manifest
+from capsule.machine.manifest_record import ManifestRecord, read_manifest
 from capsule.report.batch_finding import contrasts_dtypes
 from capsule.report.blocks import BLOCKS, render_block
 from capsule.report.formatting import fmt_interval, fmt_p, fmt_pct
@@ -91,7 +90,7 @@ def _signature(fingerprint: str | None) -> list[str]:
 
 def render_report(
     analysis: Analysis,
-    manifest: Mapping[str, Any] | None,
+    manifest: ManifestRecord | None,
     *,
     plots: Sequence[str] = (),
     fingerprint: str | None = None,
@@ -123,19 +122,10 @@ def load_run(run_dir: Path) -> ReportInput:
     (optional) and list its existing plots."""
     run = RunDir(run_dir)
     analysis = read_analysis(run.analysis)
-    manifest = load_manifest(run.manifest) if run.manifest.exists() else None
+    manifest = read_manifest(run.manifest) if run.manifest.exists() else None  # validated: BadInputError
     plots = tuple(RunDir.plot_relative(name) for name in PLOT_CAPTIONS if run.plot(name).is_file())
     probe = str(read_json_object(run.probe, "probe.json").get("note", "")) if run.probe.is_file() else None
-    return ReportInput(analysis, _checked_manifest(manifest, run.manifest), plots, probe)
-
-
-def _checked_manifest(manifest: Any, path: Path) -> Mapping[str, Any] | None:
-    """The run's manifest, refused (BadInputError naming the field) unless it meets the schema: the
-    Machine section would otherwise render `{}` or a manifest missing its GPU as if it were one."""
-    if path.exists():
-        validate_manifest(manifest, where=str(path))
-    checked: Mapping[str, Any] | None = manifest
-    return checked
+    return ReportInput(analysis, manifest, plots, probe)
 
 
 def bundle_fingerprint(run_dir: Path) -> str | None:

@@ -6,11 +6,9 @@ formatted by `capsule.report.formatting`, so `capsule check-numbers` can re-rend
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from capsule.analysis.schema import Analysis, Reading
 from capsule.artifacts.stand_in import is_stand_in, substitution_note
+from capsule.machine.manifest_record import ManifestRecord
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.report.formatting import METRIC_MEANING, fmt_interval, fmt_pct, plural
 from capsule.report.report_input import ReportInput
@@ -68,15 +66,16 @@ def _failed_lines(analysis: Analysis) -> list[str]:
 
 
 def fake_data_note(
-    analysis: Analysis, manifest: Mapping[str, Any] | None, probe_note: str | None = None
+    analysis: Analysis, manifest: ManifestRecord | None, probe_note: str | None = None
 ) -> str | None:
     """One paragraph, or None. A dry run (its manifest records `model: null`: every arm ran on the
     fake backend, whatever backend the plan names) says that its verdicts are of fake data and that it
     is not in the ledger; a rehearsal (its manifest's model is a stand-in) says its verdicts are of
     noise; a probe says what it ran (`probe_note`, bolded); a run with arms that a plan put on the fake
     backend names them."""
-    if manifest is not None and is_stand_in(manifest.get("model")):
-        substituted = substitution_note(manifest.get("model"))
+    model = manifest.model.record if manifest is not None and manifest.model is not None else None
+    if is_stand_in(model):
+        substituted = substitution_note(model)
         return (
             "**REHEARSAL: STAND-IN MODEL.** Every arm ran on its real backend with a stand-in model of the "
             "plan's architecture class (random weights, shrunk config), on a few prompts and tokens per "
@@ -86,7 +85,7 @@ def fake_data_note(
         )
     if probe_note:
         return f"**{probe_note}** probe.json holds the step times it measured and the full study's cost."
-    if manifest is not None and "model" in manifest and manifest["model"] is None:
+    if manifest is not None and manifest.model_is_null:
         return (
             "**DRY RUN: FAKE DATA.** Every arm ran on the fake backend, with no model: the responses are "
             "random tokens, so every verdict below is of fake data, not of the model. A dry run is not "
@@ -101,17 +100,15 @@ def fake_data_note(
     )
 
 
-def _model_line(manifest: Mapping[str, Any] | None) -> list[str]:
-    model = (manifest or {}).get("model")
-    if not model:
+def _model_line(manifest: ManifestRecord | None) -> list[str]:
+    model = manifest.model if manifest is not None else None
+    if model is None:
         return ["**Model:** not recorded in the manifest (a dry run, or no model directory)."]
-    source = model.get("source") or {}
-    origin = ", ".join(str(source[k]) for k in ("requirement", "member") if source.get(k))
-    note = f"; {source['note']}" if source.get("note") else ""
-    digest = str(model.get("tree_digest") or "")[:16]
+    note = f"; {model.note}" if model.note else ""
+    digest = model.tree_digest[:16]
     return [
-        f"**Model:** {model.get('name', '?')}"
-        + (f" ({origin}{note})" if origin or note else "")
+        f"**Model:** {model.name}"
+        + (f" ({model.origin}{note})" if model.origin or note else "")
         + (f", weights tree digest `{digest}…`" if digest else "")
         + "."
     ]

@@ -222,6 +222,8 @@ TYPED_RECORDS = {
     "analysis": ("capsule/analysis/codec.py",),  # analysis.json: `Analysis` after the codec
     "entry": ("capsule/prereg/ledger.py", "capsule/prereg/chain.py", "capsule/prereg/ledger_entries.py"),
     "comparison": ("capsule/analysis/compare.py",),  # `capsule compare`'s `RunComparison`
+    # manifest.json: `ManifestRecord` after its codec; built, validated and hashed as JSON in manifest.py
+    "manifest": ("capsule/machine/manifest.py", "capsule/machine/manifest_record.py"),
 }
 
 
@@ -239,9 +241,10 @@ def dict_reads(source: str, name: str) -> list[int]:
 
 @pytest.mark.parametrize("name", sorted(TYPED_RECORDS))
 def test_typed_records_are_not_read_as_dicts(name: str) -> None:
-    """An analysis is an `Analysis`, a ledger entry a frozen entry type and a comparison of two runs a
-    `RunComparison` everywhere but in the one module that turns them into JSON or JSON into them: no
-    `analysis.get(...)`, no `entry["kind"]`, no `comparison["arms"]` elsewhere."""
+    """An analysis is an `Analysis`, a ledger entry a frozen entry type, a comparison of two runs a
+    `RunComparison` and a manifest a `ManifestRecord` everywhere but in the modules that turn them
+    into JSON or JSON into them: no `analysis.get(...)`, no `entry["kind"]`, no `comparison["arms"]`,
+    no `manifest.get("gpus")` elsewhere."""
     offending = {
         str(path.relative_to(ROOT)): lines
         for path in sorted((ROOT / "capsule").rglob("*.py"))

@@ -142,8 +142,9 @@ def test_rehearsal_shrinks_every_arm_and_puts_the_vllm_backends_on_the_substitut
 
 def test_report_of_a_rehearsal_says_so_first_and_names_the_substitute(stand_in: StandIn) -> None:
     from capsule.machine.manifest import model_fingerprint
+    from capsule.machine.manifest_record import parse_manifest
 
-    manifest = {"model": model_fingerprint(stand_in.model_dir)}  # what a rehearsal's manifest records
+    manifest = parse_manifest({"model": model_fingerprint(stand_in.model_dir)})  # a rehearsal's model
     note = fake_data_note(None, manifest)  # type: ignore[arg-type]  # the manifest decides, first
     assert note is not None and note.startswith("**REHEARSAL: STAND-IN MODEL.**")
     assert "not recorded in the ledger" in note

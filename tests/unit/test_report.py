@@ -13,6 +13,7 @@ from capsule.analysis.codec import analysis_from_json, decode
 from capsule.analysis.schema import Analysis, Reading
 from capsule.cli import cli
 from capsule.errors import BadInputError
+from capsule.machine.manifest_record import parse_manifest
 from capsule.report.document import (
     BLOCKS,
     ReportInput,
@@ -23,6 +24,8 @@ from capsule.report.document import (
     render_report,
     write_report,
 )
+
+RECORD = parse_manifest(MANIFEST)  # the toy run's manifest, as the report reads it
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,7 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> Analysis:
 
 
 def test_headline_states_claim_value_interval_verdict_flips_and_echo(analysis: Analysis) -> None:
-    text = render_block("headline", ReportInput(analysis, MANIFEST))
+    text = render_block("headline", ReportInput(analysis, RECORD))
     assert "read by the plan as `card_avg_strict` (the mean of prompt-level and instruction-level" in text
     assert (
         "**Verdict: REPRODUCED.** On arm `main` (40 prompts), `card_avg_strict` is 78.07, "
@@ -59,7 +62,7 @@ def test_headline_states_claim_value_interval_verdict_flips_and_echo(analysis: A
 
 
 def test_failed_controls_come_first(failing: Analysis) -> None:
-    report = render_report(failing, MANIFEST)
+    report = render_report(failing, RECORD)
     first = report.index("FAILED CONTROLS: sanity")
     assert first < report.index("**Claim:**") < report.index("## Arms")
     assert "compliant answers: expected 100.0%" in report[first : report.index("**Claim:**")]
@@ -121,7 +124,7 @@ def test_comparisons_and_controls_read_as_sentences_and_tables(analysis: Analysi
 
 
 def test_machine_block_from_manifest(analysis: Analysis) -> None:
-    text = render_block("machine", ReportInput(analysis, MANIFEST))
+    text = render_block("machine", ReportInput(analysis, RECORD))
     assert "- CPU: Toy CPU, 4 logical cores (4 usable); memory 8.0 GiB" in text
     assert "- GPUs: none" in text and "torch 2.0.0" in text
     assert render_block("machine", ReportInput(analysis, None)) == "No manifest.json in this run."
@@ -129,7 +132,7 @@ def test_machine_block_from_manifest(analysis: Analysis) -> None:
 
 def test_every_block_renders_and_unknown_block_is_bad_input(analysis: Analysis) -> None:
     for name in BLOCKS:
-        assert render_block(name, ReportInput(analysis, MANIFEST)).strip()
+        assert render_block(name, ReportInput(analysis, RECORD)).strip()
     with pytest.raises(BadInputError, match="known blocks: summary"):
         render_block("nope", ReportInput(analysis))
 
