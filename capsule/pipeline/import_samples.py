@@ -30,7 +30,7 @@ from capsule.generation.harness.reader import read_harness_file
 from capsule.generation.harness.rows import generation_rows
 from capsule.generation.harness.samples import HarnessImport
 from capsule.hashing import sha256_file
-from capsule.pipeline.stage_score import write_score_rows
+from capsule.pipeline.stage_score import ScoreSidecar, write_score_rows, write_score_sidecar
 from capsule.run_dir import IMPORTS_ROOT, RunDir, safe_name
 from ifeval_scorer import Prompt, load_prompts
 
@@ -94,9 +94,8 @@ def _write_arm(run: RunDir, arm: str, imported: HarnessImport, check: HarnessChe
         },
     )
     write_score_rows(run.scores(arm), check.score_rows)
-    write_json_atomic(
-        run.scores_meta(arm),
-        {"generations_sha256": sha256_file(run.generations(arm)), "seed": seed, "n": len(check.score_rows)},
+    write_score_sidecar(
+        run.scores_meta(arm), ScoreSidecar(sha256_file(run.generations(arm)), seed, len(check.score_rows))
     )
 
 

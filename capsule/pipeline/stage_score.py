@@ -10,6 +10,7 @@ the run's files: anyone can re-derive analysis.json from them, byte for byte.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,31 @@ from capsule.run_dir import RunDir
 from ifeval_scorer import Prompt, letter_band, score
 
 Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ScoreSidecar:
+    """`scores/<arm>.meta.json`: the generations bytes an arm's scores were made from, the scorer
+    seed and the row count. Read and written here alone (`read_score_sidecar`, `write_score_sidecar`)."""
+
+    generations_sha256: str
+    seed: int | None
+    n: int
+
+
+def write_score_sidecar(path: Path, sidecar: ScoreSidecar) -> None:
+    """Write a score sidecar atomically."""
+    write_json_atomic(path, asdict(sidecar))
+
+
+def read_score_sidecar(path: Path) -> ScoreSidecar | None:
+    """The sidecar at `path`; None where a field is missing or of another type (the arm is scored
+    again). A file that is not a JSON object is bad input naming the file."""
+    data = read_json_object(path, "scores sidecar")
+    made_from, seed, n = data.get("generations_sha256"), data.get("seed"), data.get("n")
+    if not (isinstance(made_from, str) and isinstance(n, int)) or not (seed is None or isinstance(seed, int)):
+        return None
+    return ScoreSidecar(made_from, seed, n)
 
 
 def write_score_rows(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -63,17 +89,16 @@ def score_arms(
             continue
         made_from = sha256_file(run.generations(arm.name))
         if reuse and out.exists() and sidecar.exists():
-            meta = read_json_object(sidecar, "scores sidecar")
-            if meta.get("generations_sha256") == made_from and meta.get("seed") == plan.scorer_seed:
+            stored = read_score_sidecar(sidecar)
+            fresh = stored is not None and stored.generations_sha256 == made_from
+            if fresh and stored is not None and stored.seed == plan.scorer_seed:
                 scores[arm.name] = read_jsonl_complete(out)
                 continue
         result = list(score(rows, seed=plan.scorer_seed, prompts=prompts).rows)
         scores[arm.name] = result
         if reuse:
             write_score_rows(out, result)
-            write_json_atomic(
-                sidecar, {"generations_sha256": made_from, "seed": plan.scorer_seed, "n": len(result)}
-            )
+            write_score_sidecar(sidecar, ScoreSidecar(made_from, plan.scorer_seed, len(result)))
     return scores
 
 
