@@ -85,6 +85,8 @@ def arm_timings(run: RunDir, arms: tuple[Arm, ...]) -> list[ArmTiming]:
         if not rows or not run.generations_meta(arm.name).is_file():
             continue
         seconds = load_sidecar(run.generations_meta(arm.name)).elapsed_s
+        if seconds <= 0:  # no generation time recorded: nothing to price it by
+            continue
         together = min(len(rows), arm.batch_size)
         steps = -(-sum(int(row["n_output_tokens"]) for row in rows) // together)
         timings.append(ArmTiming(arm.name, arm.backend, arm.dtype, together, steps, seconds))
@@ -102,14 +104,16 @@ class ProbeCost:
     not_run: tuple[str, ...]  # arms that generated nothing here (refused): priced from the table alone
 
 
-def probe_cost(run: RunDir, plan: Plan, loads: LoadTimes, gpu_count: int, rehearsed: bool) -> ProbeCost:
-    """Read the probe's arm timings from `run` and price the full `plan` on a device calibrated by them
-    (`capsule.costing.measured`)."""
+def probe_cost(
+    run: RunDir, plan: Plan, loads: LoadTimes, gpu_names: list[str], rehearsed: bool
+) -> ProbeCost:
+    """Read the probe's arm timings from `run` and price the full `plan` on this host (its GPUs
+    as NVML named them: `gpu_names`) on a device calibrated by them (`capsule.costing.measured`)."""
     timings = arm_timings(run, plan.arms)
     measured = Measured(tuple(timings), tuple(loads.loads))
     table = device_table()
-    device = measured_device(measured, match_host(table), "gpu" if gpu_count else "cpu")
-    estimate = estimate_plan(plan, table, device, length_models(), max(1, gpu_count))
+    device = measured_device(measured, match_host(table, gpu_names), "gpu" if gpu_names else "cpu")
+    estimate = estimate_plan(plan, table, device, length_models(), max(1, len(gpu_names)))
     label = f"{plan.name} in full, from this probe's step times"
     if rehearsed:
         label += " (REHEARSAL: the stand-in's step times on this host, not the model's)"

@@ -236,7 +236,7 @@ def _run_opened(
     )
     probe = None
     if loads is not None:
-        probe = probe_cost(run.dir, plan, loads, _gpu_count(), rehearsed=rehearsal is not None)
+        probe = probe_cost(run.dir, plan, loads, _gpu_names(), rehearsed=rehearsal is not None)
         write_probe_record(run.dir, options.probe, probe)
     say("scoring and analysing")
     analysis = analyse(run.dir, plan, prompts, None if options.dry_run else model_tokenizer(model_dir))
@@ -273,8 +273,8 @@ def _run_opened(
     )
 
 
-def _gpu_count() -> int:
-    """How many GPUs NVML lists here (0 without NVML or a GPU): what a probe prices the study on."""
+def _gpu_names() -> list[str]:
+    """The GPUs NVML lists here, by name (none without NVML or a GPU): what a probe prices on."""
     from capsule.machine.gpu import probe_gpus
 
-    return len(probe_gpus()["gpus"])
+    return [str(gpu.get("name", "")) for gpu in probe_gpus()["gpus"]]

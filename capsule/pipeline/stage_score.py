@@ -90,8 +90,9 @@ def score_arms(
         made_from = sha256_file(run.generations(arm.name))
         if reuse and out.exists() and sidecar.exists():
             stored = read_score_sidecar(sidecar)
-            fresh = stored is not None and stored.generations_sha256 == made_from
-            if fresh and stored is not None and stored.seed == plan.scorer_seed:
+            if stored is not None and (stored.generations_sha256, stored.seed) == (
+                made_from, plan.scorer_seed
+            ):
                 scores[arm.name] = read_jsonl_complete(out)
                 continue
         result = list(score(rows, seed=plan.scorer_seed, prompts=prompts).rows)
