@@ -1,7 +1,7 @@
 """`capsule verify`'s check of the per-arm records a signed run holds: every arm sidecar and every
 refusal record, read whole (their bytes were already checked against the bundle).
 
-A sidecar (`generations/<arm>.meta.json`) is parsed whole (`capsule.generation.arm_sidecar`: every
+A sidecar (`generations/<arm>.meta.json`) is decoded whole (`capsule.generation.arm_sidecar`: every
 field verify relies on required and typed; a field removed is refused as a field changed is), and
 must be this run's: its `manifest_digest` and each segment's this run's machine (an arm generated
 elsewhere and copied in before signing is refused), each device it names one this machine has
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from capsule.errors import VerificationError
 from capsule.evidence.bundle_index import FileRecord
-from capsule.generation.arm_sidecar import ArmSidecar, SidecarError, parse_sidecar
+from capsule.generation.arm_sidecar import AnySidecar, ImportedSidecar, Segment, Sidecar, SidecarError, decode
 from capsule.generation.refused_arms import RunFacts, parse_refusal, refusal_problem
 from capsule.jsonio import parse_json
 from capsule.run_dir import GENERATIONS, META_SUFFIX, REFUSED_LOG_SUFFIX, REFUSED_SUFFIX, ROWS_SUFFIX
@@ -38,12 +38,13 @@ def device_problem(device: str, gpu_count: int | None) -> str | None:
     return None
 
 
-def sidecar_problem(sidecar: ArmSidecar, manifest_digest: str, gpu_count: int | None) -> str | None:
-    """Why a parsed arm sidecar is not this run's (None: it is): every segment made on this run's
+def sidecar_problem(sidecar: AnySidecar, manifest_digest: str, gpu_count: int | None) -> str | None:
+    """Why a decoded arm sidecar is not this run's (None: it is): every segment made on this run's
     machine, on devices it has."""
-    if sidecar.top is None:
+    if isinstance(sidecar, ImportedSidecar):
         return "field 'segments' is missing: imported samples are not a generated arm"
-    for index, where in enumerate([sidecar.top, *sidecar.segments]):
+    places: list[Sidecar | Segment] = [sidecar, *sidecar.segments]
+    for index, where in enumerate(places):
         label = "the sidecar" if index == 0 else f"segment {index}"
         if where.manifest_digest != manifest_digest:
             return (
@@ -68,7 +69,7 @@ def check_arm_records(
         data = (run_dir / path).read_bytes
         if path.endswith(META_SUFFIX):
             try:
-                sidecar = parse_sidecar(parse_json(data(), path, error=VerificationError))
+                sidecar = decode(parse_json(data(), path, error=VerificationError))
             except SidecarError as error:
                 raise VerificationError(f"{path}: {error}") from None
             problem = sidecar_problem(sidecar, facts.manifest_digest, gpu_count)

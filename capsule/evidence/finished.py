@@ -11,7 +11,8 @@ from pathlib import Path
 
 from capsule.analysis.codec import read_analysis
 from capsule.errors import BadInputError
-from capsule.generation.arm_sidecar import arm_done, load_sidecar, recorded_status
+from capsule.generation.arm_sidecar import load_sidecar
+from capsule.generation.arm_status import arm_done, recorded_status
 from capsule.prereg.backend_specs import FAKE_BACKEND
 from capsule.prereg.plan_tables import plan_arm_backends
 from capsule.run_dir import RunDir

@@ -22,7 +22,7 @@ from typing import Any
 
 from capsule.artifacts.prompts import seeded_subsample
 from capsule.errors import BadInputError
-from capsule.generation.arm_sidecar import Placement, arm_identity
+from capsule.generation.arm_identity import arm_identity
 from capsule.generation.backends import (
     ENDPOINT_KEY_ENV,
     Backend,
@@ -36,7 +36,7 @@ from capsule.generation.batching import Batch, execution_order, form_batches
 from capsule.generation.chat import ChatTokenizer, load_chat_tokenizer
 from capsule.generation.dispatch import WallClock, dispatch, within_max_prompts
 from capsule.generation.rows import Interrupts, RowWriter, progress_bar, render_inputs
-from capsule.generation.store import ArmStore
+from capsule.generation.store import ArmStore, Placement
 from capsule.hashing import sha256_ids
 from capsule.prereg.adhoc import check_arm
 from capsule.prereg.backend_specs import SERVER_BACKEND

@@ -1,106 +1,38 @@
-"""What an arm's sidecar (`generations/<arm>.meta.json`) says, read in one place: its status (is the
-arm complete?), the identity of its rows (everything that determines them), and where each segment
-ran (`Placement`). `capsule.generation.store.ArmStore` writes it.
+"""An arm's sidecar (`generations/<arm>.meta.json`) as one frozen type, decoded and encoded here only.
 
-Every other module reads a sidecar as one frozen `ArmSidecar` (`parse_sidecar`, `load_sidecar`):
-each field a reader relies on is required and typed (its manifest digest and each segment's, the
-status, the backend the arm declared and the one that ran it, where each segment ran: lane,
-device, batch share, batches), and a field of the wrong type is one error naming it. What a sidecar
-must also agree with (this run's machine) is `capsule.evidence.arm_records`'s to check.
-A sidecar of samples imported from another harness (`capsule import-samples`) has no segments and
-parses with `imported` set.
+A sidecar is a `Sidecar` (the arm, its identity, its status, one `Segment` per process that
+generated it, where each ran) or, for samples imported from another harness (`capsule
+import-samples`), an `ImportedSidecar`. `decode` checks every field a reader relies on (a missing or
+mistyped one is one `SidecarError` naming it) and `encode` writes back exactly what was read, so a
+committed sidecar round-trips byte for byte. `capsule.generation.store.ArmStore` builds new ones;
+every other module reads one by attribute. What a sidecar must also agree with (this run's machine)
+is `capsule.evidence.arm_records`'s to check.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeGuard
 
-from capsule.errors import BadInputError, CapsuleError
-from capsule.generation.batching import Batch
-from capsule.hashing import sha256_json
+from capsule.atomic import write_json_atomic
+from capsule.errors import BadInputError
 from capsule.jsonio import read_json_object
-from capsule.prereg.engine_sharing import Shard
-from capsule.prereg.plan import Arm
-from capsule.run_dir import RunDir
 
 META_VERSION = 1
+RUNNING: Final = "running"  # while a segment generates (or after one that died without closing)
 COMPLETE: Final = "complete"  # a sidecar's status once every key of the arm is generated
 PARTIAL: Final = "partial"  # after a segment that stopped short (a cap, a failure, a signal)
-# Arm fields that do not change rows: caps may be raised to continue a partial arm.
-_BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where one segment of an arm runs: its lane (1-based), the device the lane sees, and the
-    lane's batch share of the arm (None: all of it)."""
-
-    lane: int
-    device: str
-    shard: Shard | None = None
-
-    def fields(self) -> dict[str, Any]:
-        """What the segment (and the sidecar, for its newest segment) records of it."""
-        where: dict[str, Any] = {"lane": self.lane, "device": self.device}
-        if self.shard is not None:
-            where["batch_share"] = {"shares": [i + 1 for i in self.shard.indices], "of": self.shard.count}
-        return where
+class SidecarError(BadInputError):
+    """A sidecar missing a field a reader relies on, or holding one of the wrong type."""
 
 
 def is_int(value: Any) -> TypeGuard[int]:
     """Whether a JSON value is an integer (a bool is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def read_sidecar(path: Path) -> dict[str, Any]:
-    """An arm's sidecar, read (BadInputError when it is not a JSON object): its one reader."""
-    return read_json_object(path, "generations sidecar")
-
-
-def recorded_status(run: RunDir, arm_name: str) -> str | None:
-    """The status an arm's sidecar records ("running", "partial", "complete"); None when there is no
-    sidecar or it cannot be read (opening the arm's store says why)."""
-    path = run.generations_meta(arm_name)
-    try:
-        return load_sidecar(path).status if path.is_file() else None
-    except (OSError, CapsuleError):
-        return None
-
-
-def arm_done(run: RunDir, arm_name: str) -> bool:
-    """Whether an arm's sidecar says it is complete (then nothing is left to generate, and no
-    backend need be loaded for it)."""
-    return recorded_status(run, arm_name) == COMPLETE
-
-
-def now_iso() -> str:
-    """UTC time, ISO 8601, seconds precision."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
-def arm_dict(arm: Arm) -> dict[str, Any]:
-    """The arm as plain JSON-able data."""
-    return dataclasses.asdict(arm)
-
-
-def arm_identity(
-    arm: Arm, batches: list[Batch], input_hashes: dict[int, str], extra: dict[str, Any]
-) -> dict[str, Any]:
-    """Everything that determines this arm's rows; a resumed run must reproduce it exactly."""
-    settings = {k: v for k, v in arm_dict(arm).items() if k not in _BOOKKEEPING}
-    return {
-        "settings": settings,
-        "batches_sha256": sha256_json([list(b.keys) for b in batches]),
-        "inputs_sha256": sha256_json({str(k): v for k, v in sorted(input_hashes.items())}),
-        "n_keys": sum(len(b.keys) for b in batches),
-        "n_batches": len(batches),
-        **extra,
-    }
 
 
 @dataclass(frozen=True)
@@ -112,53 +44,146 @@ class BatchShare:
 
 
 @dataclass(frozen=True)
-class Where:
-    """What one segment (or the sidecar, for its newest) records of the machine and place it ran:
-    the manifest digest, and where the run had lanes: lane, device, batch share and batches."""
+class Segment:
+    """One process's run of the arm: when, on which machine (manifest digest), where (lane, device,
+    batch share, the batches it wrote, where the run had lanes), and once closed how it ended."""
 
+    started_at: str
     manifest_digest: str
+    rows: int = 0
     lane: int | None = None
     device: str | None = None
-    backend_device: str | None = None  # the device the backend's describe() reported
     batch_share: BatchShare | None = None
     batches: tuple[int, ...] | None = None
+    ended_at: str | None = None
+    elapsed_s: float | None = None
+    backend: Mapping[str, Any] | None = None  # the backend's describe() at the segment's end
+    stop: str | None = None
+
+    @property
+    def backend_device(self) -> str | None:
+        """The device the backend's describe() reported."""
+        return _device(self.backend)
 
 
 @dataclass(frozen=True)
-class ArmSidecar:
-    """An arm's sidecar as read: status, the backend the arm declared (`arm.backend`) and the one
-    that described itself (`backend.backend`), the elapsed seconds over all segments, and where it
-    ran (`top`: the sidecar's own fields, then each segment)."""
+class Sidecar:
+    """An arm's sidecar: the arm as plain data (caps as last run), the identity of its rows and its
+    hash, the plan hash, status, segments, seconds generated over all of them, the newest segment's
+    machine and place, and once a segment has closed: reason, end, backend, rows and keys."""
 
+    arm: Mapping[str, Any]
+    identity: Mapping[str, Any]
+    identity_sha256: str
+    plan_hash: str
+    started_at: str
+    manifest_digest: str
     status: str
-    declared_backend: str | None
-    ran_backend: str | None
-    elapsed_s: float
-    top: Where | None  # None only for imported samples
-    segments: tuple[Where, ...]
-    imported: bool = False
+    segments: tuple[Segment, ...] = ()
+    elapsed_s: float = 0.0
+    meta_version: int = META_VERSION
+    lane: int | None = None
+    device: str | None = None
+    reason: str | None = None
+    ended_at: str | None = None
+    backend: Mapping[str, Any] | None = None
+    n_rows: int | None = None
+    n_keys: int | None = None
+
+    @property
+    def backend_device(self) -> str | None:
+        """The device the newest closed segment's backend reported."""
+        return _device(self.backend)
+
+    @property
+    def declared_backend(self) -> str | None:
+        """The backend the arm declared."""
+        return _text(self.arm.get("backend"))
+
+    @property
+    def ran_backend(self) -> str | None:
+        """The backend that described itself when the newest segment closed."""
+        return _text(self.backend.get("backend")) if self.backend is not None else None
 
 
-class SidecarError(BadInputError):
-    """A sidecar missing a field a reader relies on, or holding one of the wrong type."""
+@dataclass(frozen=True)
+class ImportedSidecar:
+    """The sidecar of samples imported from another harness: no segments, no backend of ours."""
+
+    arm: str
+    status: str
+    imported: Mapping[str, Any]  # harness, layout, file, file_sha256, n
+    imported_at: str
+    meta_version: int = META_VERSION
+
+    elapsed_s = 0.0
+    declared_backend = None
+    ran_backend = None
 
 
-def _where(data: Mapping[str, Any], label: str) -> Where:
-    """A segment's (or the sidecar's) record of where it ran; SidecarError naming the field."""
-    digest = data.get("manifest_digest")
-    if not isinstance(digest, str):
-        raise SidecarError(f"{label}field 'manifest_digest' is missing or not a string")
-    lane = data.get("lane")
-    if lane is not None and (not is_int(lane) or lane < 1):
-        raise SidecarError(f"{label}lane {lane!r} is not a lane number (an integer from 1)")
-    device = data.get("device")
-    backend = data.get("backend")
-    backend_device = backend.get("device") if isinstance(backend, dict) else None
-    for named in (device, backend_device):
-        if named is not None and not isinstance(named, str):
-            raise SidecarError(f"{label}device {named!r} is not a string")
-    return Where(digest, lane, device, backend_device, _share(data.get("batch_share"), label),
-                 _batches(data.get("batches"), label))
+AnySidecar = Sidecar | ImportedSidecar
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _device(backend: Mapping[str, Any] | None) -> str | None:
+    return None if backend is None else _text(backend.get("device"))
+
+
+class _Fields:
+    """Typed reads of one JSON object's fields, each error naming the field (and `label`'s part)."""
+
+    def __init__(self, data: Mapping[str, Any], label: str) -> None:
+        self.data, self.label = data, label
+
+    def fail(self, what: str) -> SidecarError:
+        return SidecarError(f"{self.label}{what}")
+
+    def text(self, key: str, optional: bool = False) -> Any:
+        if optional and key not in self.data:
+            return None
+        if not isinstance(self.data.get(key), str):
+            raise self.fail(f"field {key!r} is missing or not a string")
+        return self.data[key]
+
+    def number(self, key: str, default: float | None = None) -> Any:
+        value = self.data.get(key, default)
+        if value is None and key not in self.data:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(f"field {key!r} {value!r} is not a number of seconds")
+        return float(value)
+
+    def count(self, key: str, default: int | None = None) -> Any:
+        value = self.data.get(key, default)
+        if value is None and key not in self.data:
+            return None
+        if not is_int(value) or value < 0:
+            raise self.fail(f"field {key!r} {value!r} is not a count")
+        return value
+
+    def obj(self, key: str, optional: bool = False) -> Any:
+        if optional and key not in self.data:
+            return None
+        if not isinstance(self.data.get(key), dict):
+            raise self.fail(f"field {key!r} is missing or not an object")
+        return self.data[key]
+
+    def lane(self) -> int | None:
+        lane = self.data.get("lane")
+        if lane is not None and (not is_int(lane) or lane < 1):
+            raise self.fail(f"lane {lane!r} is not a lane number (an integer from 1)")
+        return lane
+
+    def device(self) -> str | None:
+        device = self.data.get("device")
+        backend = self.data.get("backend")
+        for named in (device, backend.get("device") if isinstance(backend, dict) else None):
+            if named is not None and not isinstance(named, str):
+                raise self.fail(f"device {named!r} is not a string")
+        return device
 
 
 def _share(share: Any, label: str) -> BatchShare | None:
@@ -178,36 +203,88 @@ def _batches(batches: Any, label: str) -> tuple[int, ...] | None:
     return tuple(batches)
 
 
-def _name(part: Any, key: str) -> str | None:
-    value = part.get(key) if isinstance(part, dict) else None
-    return value if isinstance(value, str) else None
+def _segment(data: Mapping[str, Any], label: str) -> Segment:
+    fields = _Fields(data, label)
+    digest = fields.text("manifest_digest")
+    return Segment(
+        started_at=fields.text("started_at"), manifest_digest=digest, rows=fields.count("rows", 0),
+        lane=fields.lane(), device=fields.device(), batch_share=_share(data.get("batch_share"), label),
+        batches=_batches(data.get("batches"), label), ended_at=fields.text("ended_at", optional=True),
+        elapsed_s=fields.number("elapsed_s"), backend=fields.obj("backend", optional=True),
+        stop=fields.text("stop", optional=True),
+    )
 
 
-def parse_sidecar(data: Any) -> ArmSidecar:
-    """A sidecar's JSON value as an ArmSidecar; SidecarError saying what is missing or mistyped (the
+def decode(data: Any) -> AnySidecar:
+    """A sidecar's JSON value as its type; SidecarError saying what is missing or mistyped (the
     caller names the file)."""
     if not isinstance(data, dict):
         raise SidecarError("it is not a JSON object")
-    status = data.get("status")
-    if not isinstance(status, str):
-        raise SidecarError("field 'status' is missing or not a string")
+    fields = _Fields(data, "")
+    status = fields.text("status")
     if "imported" in data:
-        return ArmSidecar(status, None, None, 0.0, None, (), imported=True)
-    elapsed = data.get("elapsed_s", 0.0)
-    if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)):
-        raise SidecarError(f"field 'elapsed_s' {elapsed!r} is not a number of seconds")
-    top = _where(data, "the sidecar: ")
+        return ImportedSidecar(fields.text("arm"), status, fields.obj("imported"), fields.text("imported_at"),
+                               fields.count("meta_version", META_VERSION))
+    top = _Fields(data, "the sidecar: ")
+    digest = top.text("manifest_digest")
     segments = data.get("segments")
     if not isinstance(segments, list) or not segments or not all(isinstance(s, dict) for s in segments):
         raise SidecarError("field 'segments' is missing or not a list of segments")
-    placed = tuple(_where(segment, f"segment {i}: ") for i, segment in enumerate(segments, start=1))
-    return ArmSidecar(status, _name(data.get("arm"), "backend"), _name(data.get("backend"), "backend"),
-                      float(elapsed), top, placed)
+    return Sidecar(
+        arm=fields.obj("arm"), identity=fields.obj("identity"),
+        identity_sha256=fields.text("identity_sha256"),
+        plan_hash=fields.text("plan_hash"), started_at=fields.text("started_at"), manifest_digest=digest,
+        status=status,
+        segments=tuple(_segment(s, f"segment {i}: ") for i, s in enumerate(segments, start=1)),
+        elapsed_s=fields.number("elapsed_s", 0.0), meta_version=fields.count("meta_version", META_VERSION),
+        lane=top.lane(), device=top.device(), reason=fields.text("reason", optional=True),
+        ended_at=fields.text("ended_at", optional=True), backend=fields.obj("backend", optional=True),
+        n_rows=fields.count("n_rows"), n_keys=fields.count("n_keys"),
+    )
 
 
-def load_sidecar(path: Path) -> ArmSidecar:
-    """An arm's sidecar file, parsed (SidecarError naming the file and the field)."""
+def _present(pairs: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
+def _encode_segment(segment: Segment) -> dict[str, Any]:
+    share = segment.batch_share
+    return _present({
+        "started_at": segment.started_at, "manifest_digest": segment.manifest_digest, "rows": segment.rows,
+        "lane": segment.lane, "device": segment.device,
+        "batch_share": None if share is None else {"shares": list(share.shares), "of": share.of},
+        "batches": None if segment.batches is None else list(segment.batches),
+        "ended_at": segment.ended_at, "elapsed_s": segment.elapsed_s,
+        "backend": None if segment.backend is None else dict(segment.backend), "stop": segment.stop,
+    })
+
+
+def encode(sidecar: AnySidecar) -> dict[str, Any]:
+    """The sidecar as the JSON object its file holds (fields never set are left out)."""
+    if isinstance(sidecar, ImportedSidecar):
+        return {"meta_version": sidecar.meta_version, "arm": sidecar.arm, "status": sidecar.status,
+                "imported": dict(sidecar.imported), "imported_at": sidecar.imported_at}
+    return _present({
+        "meta_version": sidecar.meta_version, "arm": dict(sidecar.arm), "identity": dict(sidecar.identity),
+        "identity_sha256": sidecar.identity_sha256, "plan_hash": sidecar.plan_hash,
+        "started_at": sidecar.started_at, "segments": [_encode_segment(s) for s in sidecar.segments],
+        "elapsed_s": sidecar.elapsed_s, "manifest_digest": sidecar.manifest_digest, "status": sidecar.status,
+        "lane": sidecar.lane, "device": sidecar.device, "reason": sidecar.reason,
+        "ended_at": sidecar.ended_at,
+        "backend": None if sidecar.backend is None else dict(sidecar.backend),
+        "n_rows": sidecar.n_rows, "n_keys": sidecar.n_keys,
+    })
+
+
+def load_sidecar(path: Path) -> AnySidecar:
+    """An arm's sidecar file, decoded (SidecarError naming the file and the field; BadInputError
+    when it is not JSON): its one reader."""
     try:
-        return parse_sidecar(read_sidecar(path))
+        return decode(read_json_object(path, "generations sidecar"))
     except SidecarError as error:
         raise SidecarError(f"{path}: {error}") from None
+
+
+def write_sidecar(path: Path, sidecar: AnySidecar) -> None:
+    """Write an arm's sidecar atomically: its one writer."""
+    write_json_atomic(path, encode(sidecar))

@@ -22,7 +22,7 @@ from typing import Any
 
 from capsule.atomic import write_bytes_atomic, write_json_atomic
 from capsule.errors import BadInputError, CapsuleError
-from capsule.generation.arm_sidecar import arm_dict, now_iso
+from capsule.generation.arm_identity import arm_dict, now_iso
 from capsule.generation.refusals import BackendRefusedError
 from capsule.hashing import sha256_bytes, sha256_json
 from capsule.jsonio import read_json_object

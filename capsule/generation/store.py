@@ -14,7 +14,7 @@ another's rows or segments. Each segment records where it ran (`Placement`: lane
 share) and the batches it wrote.
 
 Whether an arm is complete is answered by `ArmStore.complete` while it runs, and by
-`capsule.generation.arm_sidecar` (`arm_done`, `recorded_status`, the one reader of the sidecar)
+`capsule.generation.arm_status` (`arm_done`, `recorded_status`)
 afterwards: the arm runner, the generate stage and a finished run's checks all ask it.
 """
 
@@ -22,29 +22,51 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from capsule.atomic import append_jsonl_durable, truncate_torn_tail, write_json_atomic
+from capsule.atomic import append_jsonl_durable, truncate_torn_tail
 from capsule.errors import BadInputError, VerificationError
 from capsule.faults import crash_point
+from capsule.generation.arm_identity import arm_dict, now_iso
 from capsule.generation.arm_sidecar import (
     COMPLETE,
-    META_VERSION,
     PARTIAL,
-    Placement,
-    arm_dict,
+    RUNNING,
+    BatchShare,
+    ImportedSidecar,
+    Segment,
+    Sidecar,
     is_int,
-    now_iso,
-    read_sidecar,
+    load_sidecar,
+    write_sidecar,
 )
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
 from capsule.jsonio import read_jsonl_complete
 from capsule.locks import hold
+from capsule.prereg.engine_sharing import Shard
 from capsule.prereg.plan import Arm
 from capsule.run_dir import RunDir
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one segment of an arm runs: its lane (1-based), the device the lane sees, and the
+    lane's batch share of the arm (None: all of it)."""
+
+    lane: int
+    device: str
+    shard: Shard | None = None
+
+    @property
+    def batch_share(self) -> BatchShare | None:
+        """The shard as its segment records it (1-based shares)."""
+        if self.shard is None:
+            return None
+        return BatchShare(tuple(i + 1 for i in self.shard.indices), self.shard.count)
+
 
 _LOCK_WAIT_S = 600.0  # another lane's append or sidecar write takes milliseconds; a stuck one, not
 
@@ -55,9 +77,9 @@ class ArmStore:
 
     run: RunDir
     arm_name: str
-    meta: dict[str, Any] = field(default_factory=dict)
+    sidecar: Sidecar | None = None  # as opened or last written
     persisted: bool = False  # the sidecar exists on disk (it is first written with the first rows)
-    segment: dict[str, Any] = field(default_factory=dict)  # this process's segment, while it runs
+    segment: Segment | None = None  # this process's segment, while it runs
     segment_at: int | None = None  # its index in the sidecar's segments, once written there
     placement: Placement | None = None
 
@@ -74,12 +96,12 @@ class ArmStore:
     @property
     def elapsed_s(self) -> float:
         """Seconds the arm's earlier segments generated for (0 before its first)."""
-        return float(self.meta.get("elapsed_s", 0.0))
+        return self.sidecar.elapsed_s if self.sidecar is not None else 0.0
 
     @property
     def complete(self) -> bool:
         """Whether the sidecar on disk, as opened or last written, says the arm is complete."""
-        return self.persisted and self.meta.get("status") == COMPLETE
+        return self.persisted and self.sidecar is not None and self.sidecar.status == COMPLETE
 
     def _exclusive(self) -> Any:
         """The lock every read and write of the arm's files happens under (one writer at a time
@@ -104,6 +126,17 @@ class ArmStore:
         with self._exclusive():
             return self._open(identity, batches)
 
+    def _on_disk(self) -> Sidecar:
+        """The sidecar as on disk, which this store can continue (not another harness's import)."""
+        sidecar = load_sidecar(self.meta_path)
+        if isinstance(sidecar, ImportedSidecar):
+            raise BadInputError(
+                f"{self.meta_path}: arm {self.arm_name!r} holds samples imported from another harness "
+                f"({sidecar.imported.get('harness')!r}); nothing was overwritten: "
+                "use another --out or arm name"
+            )
+        return sidecar
+
     def _open(self, identity: dict[str, Any], batches: list[Batch]) -> set[int]:
         if self.rows_path.exists() and not self.meta_path.exists():
             raise BadInputError(
@@ -111,12 +144,11 @@ class ArmStore:
             )
         self.persisted = self.meta_path.exists()
         if self.persisted:
-            self.meta = read_sidecar(self.meta_path)
-            if self.meta.get("identity_sha256") != sha256_json(identity):
+            self.sidecar = self._on_disk()
+            if self.sidecar.identity_sha256 != sha256_json(identity):
+                recorded = self.sidecar.identity
                 changed = sorted(
-                    k
-                    for k in set(identity) | set(self.meta.get("identity", {}))
-                    if identity.get(k) != self.meta.get("identity", {}).get(k)
+                    k for k in set(identity) | set(recorded) if identity.get(k) != recorded.get(k)
                 )
                 raise BadInputError(
                     f"{self.meta_path}: arm {self.arm_name!r} was written under different settings "
@@ -149,64 +181,65 @@ class ArmStore:
         placement: Placement | None = None,
     ) -> None:
         """Record a new segment (and the arm, on first run) before generation begins."""
-        if not self.meta:
-            self.meta = {
-                "meta_version": META_VERSION,
-                "arm": arm_dict(arm),
-                "identity": identity,
-                "identity_sha256": sha256_json(identity),
-                "plan_hash": plan_hash,
-                "started_at": now_iso(),
-                "segments": [],
-                "elapsed_s": 0.0,
-            }
-        self.meta["arm"] = arm_dict(arm)  # caps may have been raised; numerics are in `identity`
-        self.meta["manifest_digest"] = manifest_digest
-        self.meta["status"] = "running"
+        if self.sidecar is None:
+            self.sidecar = Sidecar(
+                arm=arm_dict(arm), identity=identity, identity_sha256=sha256_json(identity),
+                plan_hash=plan_hash, started_at=now_iso(), manifest_digest=manifest_digest, status=RUNNING,
+            )
+        # caps may have been raised; numerics are in `identity`
+        self.sidecar = replace(
+            self.sidecar, arm=arm_dict(arm), manifest_digest=manifest_digest, status=RUNNING
+        )
         self.placement = placement
-        where = placement.fields() if placement else {}
-        self.segment = {"started_at": now_iso(), "manifest_digest": manifest_digest, "rows": 0, **where}
+        self.segment = Segment(
+            started_at=now_iso(), manifest_digest=manifest_digest, rows=0,
+            lane=placement.lane if placement else None, device=placement.device if placement else None,
+            batch_share=placement.batch_share if placement else None,
+        )
         self.segment_at = None
         if self.persisted:
             with self._exclusive():
-                self._write_sidecar({"status": "running"})
+                self._write_sidecar(status=RUNNING)
 
-    def _write_sidecar(self, changes: dict[str, Any]) -> None:
+    def _write_sidecar(self, **changes: Any) -> None:
         """Under the lock: the sidecar as on disk (another lane may have written it since; else the
         one held here), with this process's segment in its place and `changes` applied, written."""
-        base = self.meta
+        assert self.sidecar is not None and self.segment is not None, "start() comes first"
+        base = self.sidecar
         if self.meta_path.exists():
-            base = read_sidecar(self.meta_path)
-            if base.get("identity_sha256") != self.meta.get("identity_sha256"):
+            base = self._on_disk()
+            if base.identity_sha256 != self.sidecar.identity_sha256:
                 raise VerificationError(
                     f"{self.meta_path}: rewritten under other settings while arm {self.arm_name!r} ran; "
                     "nothing more was written"
                 )
-            base["arm"], base["manifest_digest"] = self.meta["arm"], self.meta["manifest_digest"]
-        segments = base.setdefault("segments", [])
+            base = replace(base, arm=self.sidecar.arm, manifest_digest=self.sidecar.manifest_digest)
+        segments = list(base.segments)
         if self.segment_at is None:
             segments.append(self.segment)
             self.segment_at = len(segments) - 1
         else:
             segments[self.segment_at] = self.segment
-        base.update(changes)
         if self.placement is not None:
-            base.update({k: v for k, v in self.placement.fields().items() if k != "batch_share"})
-        write_json_atomic(self.meta_path, base)
-        self.meta, self.persisted = base, True
+            changes.update(lane=self.placement.lane, device=self.placement.device)
+        base = replace(base, segments=tuple(segments), **changes)
+        write_sidecar(self.meta_path, base)
+        self.sidecar, self.persisted = base, True
 
     def append_batch(self, rows: list[dict[str, Any]]) -> None:
         """Append one batch's rows in one durable write (the sidecar goes first, so rows never lack
         it; then it names the batch in this segment)."""
+        assert self.segment is not None, "start() comes first"
         with self._exclusive():
             if not self.persisted:
-                self._write_sidecar({"status": "running"})
+                self._write_sidecar(status=RUNNING)
             append_jsonl_durable(self.rows_path, rows)
             crash_point("after-batch", self.arm_name)  # tests only: a process killed between batches
-            self.segment["rows"] += len(rows)
+            self.segment = replace(self.segment, rows=self.segment.rows + len(rows))
             if self.placement is not None and rows:  # which lane wrote which batch
-                self.segment.setdefault("batches", []).append(rows[0].get("batch_index"))
-                self._write_sidecar({})
+                written = (*(self.segment.batches or ()), int(rows[0]["batch_index"]))
+                self.segment = replace(self.segment, batches=written)
+                self._write_sidecar()
 
     def _rows_on_disk(self) -> int:
         if not self.rows_path.exists():
@@ -222,27 +255,24 @@ class ArmStore:
         An arm with no rows on disk gets no sidecar, so a run that failed before its first batch
         (bad env, out of memory at load) can be rerun with corrected settings.
         """
-        self.segment.update(
-            {"ended_at": now_iso(), "elapsed_s": round(elapsed_s, 3), "backend": backend, "stop": reason}
+        assert self.segment is not None and self.sidecar is not None, "start() comes first"
+        ended_at = now_iso()
+        self.segment = replace(
+            self.segment, ended_at=ended_at, elapsed_s=round(elapsed_s, 3), backend=backend, stop=reason
         )
         if not self.persisted:  # a run that wrote nothing (failed to load, say) leaves no files behind
             return None
         with self._exclusive():
             n_rows = self._rows_on_disk()
             complete = n_rows == n_keys
-            on_disk = read_sidecar(self.meta_path) if self.meta_path.exists() else self.meta
-            if not complete and on_disk.get("status") == PARTIAL and self.placement and self.placement.shard:
-                reason = str(on_disk.get("reason") or reason)  # another share's stop says more
-            self.segment["stop"] = "" if complete else self.segment["stop"]
+            on_disk = self._on_disk() if self.meta_path.exists() else self.sidecar
+            if not complete and on_disk.status == PARTIAL and self.placement and self.placement.shard:
+                reason = on_disk.reason or reason  # another share's stop says more
+            if complete:
+                self.segment = replace(self.segment, stop="")
             self._write_sidecar(
-                {
-                    "status": COMPLETE if complete else PARTIAL,
-                    "reason": "" if complete else reason,
-                    "ended_at": self.segment["ended_at"],
-                    "backend": backend,
-                    "elapsed_s": round(float(on_disk.get("elapsed_s", 0.0)) + elapsed_s, 3),
-                    "n_rows": n_rows,
-                    "n_keys": n_keys,
-                }
+                status=COMPLETE if complete else PARTIAL, reason="" if complete else reason,
+                ended_at=ended_at, backend=backend, elapsed_s=round(on_disk.elapsed_s + elapsed_s, 3),
+                n_rows=n_rows, n_keys=n_keys,
             )
         return n_rows

@@ -15,7 +15,6 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ from capsule.artifacts.cache import use_cache_for_scorer
 from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.atomic import append_jsonl_durable, check_output_dir, write_json_atomic
 from capsule.errors import BadInputError
+from capsule.generation.arm_identity import now_iso
+from capsule.generation.arm_sidecar import COMPLETE, ImportedSidecar, write_sidecar
 from capsule.generation.harness.reader import read_harness_file
 from capsule.generation.harness.rows import generation_rows
 from capsule.generation.harness.samples import HarnessImport
@@ -83,15 +84,12 @@ def arm_names(request: ImportRequest) -> list[str]:
 def _write_arm(run: RunDir, arm: str, imported: HarnessImport, check: HarnessCheck,
                prompts: dict[int, Prompt], seed: int) -> None:
     append_jsonl_durable(run.generations(arm), generation_rows(imported, arm, prompts))
-    write_json_atomic(
+    write_sidecar(
         run.generations_meta(arm),
-        {
-            "meta_version": 1,
-            "arm": arm,
-            "status": "complete",
-            "imported": {k: check.summary[k] for k in ("harness", "layout", "file", "file_sha256", "n")},
-            "imported_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
-        },
+        ImportedSidecar(
+            arm, COMPLETE, {k: check.summary[k] for k in ("harness", "layout", "file", "file_sha256", "n")},
+            now_iso(),
+        ),
     )
     write_score_rows(run.scores(arm), check.score_rows)
     write_score_sidecar(

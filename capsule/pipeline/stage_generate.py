@@ -25,11 +25,11 @@ from typing import Any, Protocol
 
 from capsule.errors import BadInputError, CapsuleError
 from capsule.generation.arm_runner import generate_arm, subset_keys
-from capsule.generation.arm_sidecar import Placement
 from capsule.generation.backends import ENDPOINT_KEY_ENV, BackendContext, BackendSlot
 from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, dry_run_arm
 from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import RunFacts, check_run_refusal, record_refusal, remove_refusal
+from capsule.generation.store import Placement
 from capsule.pipeline.lane_pricing import start_weights
 from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes
 from capsule.pipeline.opening import OpenRun, Say

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
+from capsule.generation.arm_identity import now_iso
 from capsule.generation.arm_runner import ArmResult, generate_arm
-from capsule.generation.arm_sidecar import now_iso
 from capsule.generation.backends import Backend, load_backend
 from capsule.generation.targets import Target, adhoc_target
 from capsule.prereg.adhoc import AdhocOptions

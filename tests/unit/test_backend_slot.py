@@ -11,7 +11,7 @@ from arm_builder import build_arm
 from openai_fake import MODEL_ID, fake_openai
 
 from capsule.generation.arm_runner import generate_arm
-from capsule.generation.arm_sidecar import arm_done
+from capsule.generation.arm_status import arm_done
 from capsule.generation.backends import BackendContext, BackendSlot
 from capsule.generation.backends.fake import FakeChatTokenizer
 from capsule.prereg.plan import Arm

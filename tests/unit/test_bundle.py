@@ -27,13 +27,26 @@ from capsule.evidence.signing import (
     generate_signer,
     verify_envelope,
 )
+from capsule.generation.arm_sidecar import COMPLETE, Segment, Sidecar, encode
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
+from capsule.jsonio import dumps_document
 from capsule.prereg.ledger import Ledger
 from capsule.prereg.ledger_entries import SealEntry, SignersEntry
 from capsule.run_dir import BUNDLE, ENVELOPE, PUBLIC_KEY
 
 PLAN_PATH = "prereg/demo/plan.toml"
 PLAN_BYTES = b'[study]\nname = "demo"\nseed = 1234\n'
+
+
+def sidecar_bytes(digest: str, *segment_digests: str) -> bytes:
+    """A complete arm's sidecar (`greedy`) whose top names machine `digest` and whose segments name
+    `segment_digests`: what verify reads of one (`capsule.evidence.arm_records`)."""
+    identity = {"arm": "greedy"}
+    return dumps_document(encode(Sidecar(
+        arm={"name": "greedy"}, identity=identity, identity_sha256=sha256_json(identity), plan_hash="p",
+        started_at="2026-12-01T00:00:00+00:00", manifest_digest=digest, status=COMPLETE,
+        segments=tuple(Segment("2026-12-01T00:00:00+00:00", d) for d in segment_digests),
+    ))).encode()
 
 
 @dataclass
@@ -61,10 +74,7 @@ def write_run_files(run_dir: Path, rng: random.Random, head: str) -> None:
         "plan.seal.json": json.dumps({"kind": "seal", "path": PLAN_PATH, "sha256": plan_sha}).encode(),
         "manifest.json": MANIFEST_BYTES,
         "generations/greedy.jsonl": b'{"key": 1, "response": "Hello."}\n{"key": 2, "response": "Hi"}\n',
-        "generations/greedy.meta.json": json.dumps({  # what verify reads of a sidecar (arm_records)
-            "arm": "greedy", "status": "complete", "manifest_digest": MANIFEST_DIGEST,
-            "segments": [{"manifest_digest": MANIFEST_DIGEST}],
-        }).encode() + b"\n",
+        "generations/greedy.meta.json": sidecar_bytes(MANIFEST_DIGEST, MANIFEST_DIGEST),
         "generations/sampled.jsonl.gz": gzip.compress(b'{"key": 1, "response": "Yo"}\n', mtime=0),
         "scores/greedy.jsonl": b'{"key": 1, "strict": {"prompt": true}}\n',
         "analysis.json": b'{"comparisons": []}\n',

@@ -188,6 +188,7 @@ def test_the_reader_is_light() -> None:
     ],
 )
 def test_a_stored_arm_with_bad_rows_is_refused_in_one_line(tmp_path: Path, line: str) -> None:
+    from capsule.generation.arm_sidecar import PARTIAL, Segment, Sidecar, write_sidecar
     from capsule.generation.store import ArmStore
     from capsule.hashing import sha256_json
     from capsule.run_dir import RunDir
@@ -195,7 +196,10 @@ def test_a_stored_arm_with_bad_rows_is_refused_in_one_line(tmp_path: Path, line:
     store = ArmStore(RunDir(tmp_path), "arm")
     store.rows_path.parent.mkdir(parents=True)
     identity = {"arm": "arm"}
-    write_json_atomic(store.meta_path, {"identity": identity, "identity_sha256": sha256_json(identity)})
+    write_sidecar(store.meta_path, Sidecar(
+        arm={}, identity=identity, identity_sha256=sha256_json(identity), plan_hash="p", started_at="t",
+        manifest_digest="d", status=PARTIAL, segments=(Segment("t", "d"),),
+    ))
     store.rows_path.write_text(line + "\n", encoding="utf-8")
     before = store.rows_path.read_bytes()
     with pytest.raises(BadInputError) as caught:

@@ -7,10 +7,9 @@ import random
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study, manifest_digest_of
+from test_bundle import PLAN_BYTES, PLAN_PATH, Study, build_study, manifest_digest_of, sidecar_bytes
 
 from capsule.errors import VerificationError
 from capsule.evidence import signed_files as verify_module  # where a run's files are hashed
@@ -134,13 +133,8 @@ def test_an_arm_generated_on_another_machine_fails(study: Study, where: str) -> 
     another run before signing) is refused, though its signature and every file's hash hold; a
     sidecar naming this run's fingerprint throughout verifies."""
     digest, other = manifest_digest_of(study.run_dir), "f" * 64
-    meta: dict[str, Any] = {"arm": "greedy", "status": "complete", "manifest_digest": digest,
-            "segments": [{"manifest_digest": digest}, {"manifest_digest": digest}]}
-    if where == "sidecar":
-        meta["manifest_digest"] = other
-    elif where == "segment":
-        meta["segments"][1]["manifest_digest"] = other
-    (study.run_dir / "generations" / "greedy.meta.json").write_text(json.dumps(meta))
+    top, second = (other, digest) if where == "sidecar" else (digest, other if where == "segment" else digest)
+    (study.run_dir / "generations" / "greedy.meta.json").write_bytes(sidecar_bytes(top, digest, second))
     make_bundle(
         study.run_dir, run_id="run-1", plan_path=PLAN_PATH, plan_sha256=sha256_bytes(PLAN_BYTES),
         manifest_digest=digest, ledger_head_at_start=study.head_at_start, key=study.key, ledger=None,
