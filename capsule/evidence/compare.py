@@ -30,8 +30,8 @@ from capsule.evidence.bundle_index import PlanRef, read_index_or_none
 from capsule.evidence.finished import check_complete, check_not_dry_run
 from capsule.evidence.signing import fingerprint_of, read_public_key
 from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
-from capsule.jsonio import read_json
 from capsule.machine.diff import NUMERICS, diff_manifests
+from capsule.machine.manifest import load_manifest
 from capsule.prereg.ledger import Ledger
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.run_dir import RunDir
@@ -126,8 +126,7 @@ def _plan_text(plan: PlanRef | None) -> str:
 def _manifest(run: RunDir) -> dict[str, Any]:
     if not run.manifest.is_file():
         raise BadInputError(f"{run.manifest}: missing; is the run complete?")
-    value = read_json(run.manifest, "manifest")
-    return value if isinstance(value, dict) else {}
+    return load_manifest(run.manifest)  # validated: diff_manifests walks it field by field
 
 
 def check_keys_used(runs: Sequence[Path], keys: Sequence[Path]) -> None:

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from capsule import __version__
-from capsule.atomic import check_output_dir, make_directory, write_bytes_atomic, write_json_atomic
+from capsule.atomic import check_output_dir, make_directory, write_bytes_atomic
 from capsule.errors import BadInputError, CapsuleError, VerificationError
 from capsule.hashing import sha256_file
 from capsule.locks import hold
 from capsule.machine.diff import diff_manifests
 from capsule.machine.manifest import build_manifest, load_manifest, manifest_digest, write_manifest
 from capsule.machine.manifest_record import parse_manifest
-from capsule.pipeline.run_start import RunStart, read_run_start
+from capsule.pipeline.run_start import RunStart, read_run_start, write_run_start
 from capsule.prereg.ledger import DEFAULT_LEDGER, Ledger, utc_now, write_entry_copy
 from capsule.prereg.ledger_entries import FileRecord
 from capsule.prereg.loader import PLAN_FILE
@@ -224,7 +224,7 @@ def _open_at(
         started=utc_now(),
         capsule_version=__version__,
     )
-    write_json_atomic(RunDir(path).record, record.to_json())
+    write_run_start(path, record)
     return OpenRun(RunDir(path), record, resumed=False)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capsule.errors import BadInputError, VerificationError
+from capsule.evidence.bundle_index import read_index
 from capsule.report.document import changed_outputs, check_report, render_outputs, write_report
 from capsule.run_dir import RunDir
 
@@ -55,7 +56,7 @@ def check_run_report(run_dir: Path, ledger_path: Path) -> ReportCheck:
     from capsule.evidence.compare import verify_side  # scipy: only for a signed run's check
 
     verify_side(run_dir, ledger_path)
-    diff = check_report(run_dir)
+    diff = check_report(run_dir, fingerprint=read_index(run_dir)[1].key.fingerprint)
     if diff:
         return ReportCheck(diff, f"{run.results}: differs from what {run.analysis} renders")
     return ReportCheck(diff, f"{run.results}: identical to a fresh rendering")

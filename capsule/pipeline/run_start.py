@@ -1,9 +1,9 @@
 """`run.json`: a run's identity, fixed when it starts, as one frozen type.
 
-Written once by `capsule.pipeline.opening` when a run directory is created, and read back here alone
-(`read_run_start`): every field is required and a string, no other field is accepted, and the rest of
-the capsule reads it by attribute. `RunStart.to_json` is its one writer, key for key what every
-committed run holds.
+Written once (`write_run_start`, called by `capsule.pipeline.opening` when a run directory is
+created) and read back (`read_run_start`) here alone: every field is required and a string, no other
+field is accepted, and the rest of the capsule reads it by attribute. `RunStart.to_json` is its one
+serialisation, key for key what every committed run holds.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError
 from capsule.jsonio import read_json_object
 from capsule.run_dir import RunDir
@@ -59,3 +60,8 @@ def read_run_start(path: Path) -> RunStart:
     if not record_path.exists():
         raise BadInputError(f"{record_path}: missing; {path} is not a capsule run directory")
     return parse_run_start(read_json_object(record_path, "run record (run.json)"), str(record_path))
+
+
+def write_run_start(path: Path, record: RunStart) -> None:
+    """Write `record` as `run.json` of the run directory `path` (atomically: never half a record)."""
+    write_json_atomic(RunDir(path).record, record.to_json())

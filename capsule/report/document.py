@@ -32,7 +32,6 @@ from capsule.run_dir import RESULTS, RunDir
 __all__ = [
     "BLOCKS",
     "ReportInput",
-    "bundle_fingerprint",
     "changed_outputs",
     "check_report",
     "fmt_interval",
@@ -128,14 +127,6 @@ def load_run(run_dir: Path) -> ReportInput:
     return ReportInput(analysis, manifest, plots, probe)
 
 
-def bundle_fingerprint(run_dir: Path) -> str | None:
-    """The signing key's fingerprint recorded in `run_dir/bundle.json`, or None when unsigned."""
-    try:
-        return str(read_json_object(RunDir(run_dir).bundle, "bundle.json")["key"]["fingerprint"])
-    except (BadInputError, KeyError, TypeError):
-        return None
-
-
 def render_outputs(run_dir: Path, *, fingerprint: str | None = None, plots: bool = True) -> dict[str, bytes]:
     """Everything the report writes, in memory: `{relative path: bytes}` for RESULTS.md and, unless
     `plots` is False, `plots/*.png` (without plots, RESULTS.md shows the plots already on disk)."""
@@ -184,11 +175,12 @@ def write_outputs(run_dir: Path, files: Mapping[str, bytes], *, plots: bool = Tr
     return run.results
 
 
-def check_report(run_dir: Path) -> list[str]:
+def check_report(run_dir: Path, *, fingerprint: str | None = None) -> list[str]:
     """Re-render RESULTS.md in full from the run and compare it with the file, byte for byte.
 
     Returns a unified diff (empty when identical). The plots on disk are listed as they are; the
-    signature paragraph may name the bundle's key or not (RESULTS.md is written before signing).
+    signature paragraph may name `fingerprint` (the signing key's, from the verified bundle index)
+    or no key (RESULTS.md is written before signing).
     Plot bytes are not compared here: they also depend on the matplotlib and FreeType versions;
     the bundle's signature covers them.
     """
@@ -201,9 +193,9 @@ def check_report(run_dir: Path) -> list[str]:
         ) from error
     data = load_run(run_dir)
     diff: list[str] = []
-    for fingerprint in dict.fromkeys((None, bundle_fingerprint(run_dir))):
+    for named in dict.fromkeys((None, fingerprint)):
         expected = render_report(
-            data.analysis, data.manifest, plots=data.plots, fingerprint=fingerprint,
+            data.analysis, data.manifest, plots=data.plots, fingerprint=named,
             probe_note=data.probe_note,
         )
         if expected == current:

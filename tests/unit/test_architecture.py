@@ -224,7 +224,54 @@ TYPED_RECORDS = {
     "comparison": ("capsule/analysis/compare.py",),  # `capsule compare`'s `RunComparison`
     # manifest.json: `ManifestRecord` after its codec; built, validated and hashed as JSON in manifest.py
     "manifest": ("capsule/machine/manifest.py", "capsule/machine/manifest_record.py"),
+    "bundle": ("capsule/evidence/bundle_index.py", "capsule/evidence/bundle.py"),  # `BundleIndex`
+    "sidecar": ("capsule/generation/arm_sidecar.py",),  # generations/<arm>.meta.json: `Sidecar`
+    "refusal": ("capsule/generation/refused_arms.py",),  # generations/<arm>.refused.json: `RefusalRecord`
+    "run_start": ("capsule/pipeline/run_start.py",),  # run.json: `RunStart`
 }
+
+#: The run directory's typed record files (their `RunDir` accessors) and the codecs that alone read or
+#: write them as JSON; everything else goes through the codec's reader and gets the frozen type.
+TYPED_FILES = {
+    "bundle": ("capsule/evidence/bundle_index.py", "capsule/evidence/bundle.py"),
+    "generations_meta": ("capsule/generation/arm_sidecar.py",),
+    "refusal": ("capsule/generation/refused_arms.py",),
+    "record": ("capsule/pipeline/run_start.py",),
+    # built and validated as JSON there; its digest is of the JSON, which the verifier recomputes
+    "manifest": ("capsule/machine/manifest.py", "capsule/machine/manifest_record.py",
+                 "capsule/evidence/signed_files.py"),
+}
+JSON_IO = {"read_json", "read_json_object", "write_json_atomic", "parse_json", "loads", "load"}
+
+
+def json_io_of(source: str, accessor: str) -> list[int]:
+    """The lines where a JSON reader or writer (`JSON_IO`) is handed `<something>.<accessor>` as the
+    file it reads or writes (its first argument): a record file of the run directory read or written
+    as JSON, not through its codec."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name in JSON_IO and node.args and any(
+            isinstance(inner, ast.Attribute) and inner.attr == accessor for inner in ast.walk(node.args[0])
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("accessor", sorted(TYPED_FILES))
+def test_typed_record_files_are_read_only_by_their_codecs(accessor: str) -> None:
+    """bundle.json, an arm's sidecar and refusal record, run.json and manifest.json are parsed once,
+    at their codec, into frozen types (issue 39 item 3): no other module reads `run.bundle` or
+    `run.refusal(arm)` with a JSON reader, or writes one with a JSON writer."""
+    offending = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "capsule").rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in TYPED_FILES[accessor]
+        and (lines := json_io_of(path.read_text(encoding="utf-8"), accessor))
+    }
+    assert not offending, f"run.{accessor} as JSON outside {TYPED_FILES[accessor]}: {offending}"
 
 
 def dict_reads(source: str, name: str) -> list[int]:
@@ -266,6 +313,9 @@ def test_the_checks_can_fail() -> None:
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     source = "x = analysis.get('headline', {})\ny = entry['kind']\nz = analysis.headline"
     assert dict_reads(source, "analysis") == [1] and dict_reads(source, "entry") == [2]
+    source = "a = read_json_object(RunDir(d).bundle, 'x')\nb = json.loads(run.refusal(arm).read_text())"
+    assert json_io_of(source, "bundle") == [1] and json_io_of(source, "refusal") == [2]
+    assert json_io_of("c = read_index(run.bundle)\nwrite_json_atomic(run.probe, x.record())", "record") == []
     assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
     assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 7
     assert statistics_imports({"capsule.analysis.paired", "numpy.random", "capsule.analysis.codec"}) == {

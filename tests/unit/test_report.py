@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -164,7 +163,7 @@ def test_write_then_check_report_and_signature_note(tmp_path: Path) -> None:
         text.count("<!-- capsule:numbers run=. block=") == 5
         and "Signed with Ed25519 key `" + "f" * 64 in text
     )
-    assert check_report(run) != []  # a fingerprint the run's bundle.json does not name
+    assert check_report(run) != []  # a fingerprint the check is not given
     write_report(run, plots=False)
     assert check_report(run) == []
     path.write_text(text.replace("| 40/40 |", "| 39/40 |", 1), encoding="utf-8")
@@ -172,12 +171,11 @@ def test_write_then_check_report_and_signature_note(tmp_path: Path) -> None:
     assert any(line.startswith("-") and "39/40" in line for line in diff)
 
 
-def test_check_report_accepts_the_bundle_fingerprint(tmp_path: Path) -> None:
+def test_check_report_accepts_the_signing_fingerprint(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     write_report(run, plots=False, fingerprint="ab12")
-    assert check_report(run) != []
-    (run / "bundle.json").write_text(json.dumps({"key": {"fingerprint": "ab12"}}), encoding="utf-8")
-    assert check_report(run) == []
+    assert check_report(run) != [] and check_report(run, fingerprint="cd34") != []
+    assert check_report(run, fingerprint="ab12") == []
 
 
 def test_load_run_without_analysis_is_bad_input(tmp_path: Path) -> None:
