@@ -35,11 +35,18 @@ NO_LEDGER_HEAD = "none"  # run.json's ledger_head_at_start: no ledger entry prec
 GREEDY_DECODING: dict[str, object] = {"mode": "greedy", **GREEDY_NEUTRAL}
 # What an ad-hoc arm sets per backend (backend_options, env): vLLM needs enforce_eager declared
 # (compiled and eager kernels give different bytes), and reserving no core for vLLM itself gives it
-# every core of a small CPU machine (the thread count is recorded in the manifest).
+# every core of a small CPU machine (the thread count is recorded in the manifest). Its KV cache is a
+# fixed ADHOC_KV_CACHE_BYTES, as every vLLM arm of the v3 GPU plan's is, so the engine is the same on
+# every machine: vLLM's default share of memory (gpu_memory_utilization 0.3 on a CPU) gave 5.65 GiB
+# on a 24 GiB host and less on a laptop, and took 16 s of each engine start to allocate on a 2-core
+# EPYC (benchmarks/README.md, "Engine start and shutdown"). 2 GiB holds one request of a 4B model at
+# an 8192-token context; a longer one is refused by vLLM when the engine starts (run it from a plan).
+ADHOC_KV_CACHE_BYTES = 2 * 2**30
+_VLLM_ENGINE: dict[str, object] = {"enforce_eager": True, "kv_cache_memory_bytes": ADHOC_KV_CACHE_BYTES}
 ADHOC_BACKEND_SETTINGS: dict[str, tuple[dict[str, object], dict[str, str]]] = {
-    "vllm": ({"enforce_eager": True}, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}),
+    "vllm": (_VLLM_ENGINE, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}),
     # a launched server as the vllm arm's engine, and client threads at twice its max_num_seqs
-    "server": ({"enforce_eager": True, "concurrency": 16}, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}),
+    "server": ({**_VLLM_ENGINE, "concurrency": 16}, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}),
 }
 
 

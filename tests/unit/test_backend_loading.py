@@ -108,6 +108,7 @@ class _Engine:
 
     built: list[dict[str, Any]] = []
     logging_env: list[tuple[str | None, str | None]] = []  # vLLM's logging variables when each was built
+    shutdowns: list[float | None] = []  # the grace each engine was closed with
 
     def __init__(self, **kwargs: Any) -> None:
         self.built.append(kwargs)
@@ -122,7 +123,8 @@ class _Engine:
             compilation_config=ns(mode=None),
             device_config=ns(device_type="cpu"),
         )
-        self.llm_engine = ns(vllm_config=config, engine_core=ns(shutdown=lambda: None))
+        close = ns(shutdown=lambda timeout=None: self.shutdowns.append(timeout))
+        self.llm_engine = ns(vllm_config=config, engine_core=close)
 
 
 @pytest.fixture
@@ -131,7 +133,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     module.LLM = _Engine  # type: ignore[attr-defined]
     module.__version__ = "stand-in"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "vllm", module)
-    _Engine.built, _Engine.logging_env = [], []
+    _Engine.built, _Engine.logging_env, _Engine.shutdowns = [], [], []
     return _Engine.built
 
 
@@ -203,3 +205,20 @@ def test_vllm_logs_only_warnings_on_stderr_unless_the_user_asks(
     monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
     VLLMBackend(model, arm, "causal_lm").close()
     assert _Engine.logging_env[-1][0] == "INFO" and logging.getLogger("vllm").level == logging.INFO
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_vllm_closes_a_cpu_engine_with_a_short_grace(
+    tmp_path: Path, fake_vllm: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, cuda: bool
+) -> None:
+    """On the CPU the engine process is killed after CPU_SHUTDOWN_GRACE_S (it never exits by itself:
+    5 s per engine); on a GPU vLLM keeps its own grace (None), for the device's memory to be freed."""
+    import torch
+
+    from capsule.generation.backends.vllm import CPU_SHUTDOWN_GRACE_S, VLLMBackend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    model = checkpoint(tmp_path / "m", "LlamaForCausalLM")
+    backend = VLLMBackend(model, build_arm(backend="vllm"), "causal_lm")
+    backend.close()
+    assert _Engine.shutdowns == [None if cuda else CPU_SHUTDOWN_GRACE_S] and backend.llm is None

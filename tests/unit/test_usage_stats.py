@@ -59,7 +59,7 @@ class _Engine:
             model_config=ns(enforce_eager=True, max_model_len=64, seed=kwargs["seed"]),
             compilation_config=ns(mode=None), device_config=ns(device_type="cpu"),
         )  # fmt: skip
-        self.llm_engine = ns(vllm_config=config, engine_core=ns(shutdown=lambda: None))
+        self.llm_engine = ns(vllm_config=config, engine_core=ns(shutdown=lambda timeout=None: None))
 
 
 @pytest.fixture()
