@@ -2,7 +2,8 @@
 
 A newcomer runs `make reproduce`, then `make test`, in one checkout: results/ then holds their run
 (signed by an ephemeral key the plan does not trust, with its bundle entry in the ledger) beside the
-committed ones, and perhaps an interrupted run, a run of another plan, a rehearsal. This test makes
+committed ones, and perhaps an interrupted run (of the default plan, its `start` entry last in the
+ledger), a run of another plan, a rehearsal. This test makes
 such a checkout (a copy of this one) and runs, inside it, every test that reads committed runs
 (they name them in results/committed.toml, never "the first run found").
 """
@@ -35,7 +36,22 @@ AFFECTED = (
     "tests/integration/test_reference_run.py",
     "tests/unit/test_recorded_runs.py",
     "tests/unit/test_prereg_tamper.py::test_real_ledger_verifies_and_seals_every_plan",  # own start entries
+    "tests/unit/test_prereg_tamper.py::test_deleted_moved_duplicated_lines_are_named",  # one trailing
 )
+#: `make reproduce` stopped before its first arm, as a newcomer's Ctrl-C leaves it: a run directory of
+#: the default plan with run.json and its manifest, and the run's `start` entry last in the ledger.
+INTERRUPTED_REPRODUCE = """
+import capsule.pipeline.stage_generate as stage
+from capsule.cli import cli
+from capsule.errors import CapsuleError
+from capsule.prereg.default_plan import default_plan
+
+def stop(*args: object, **kwargs: object) -> None:
+    raise CapsuleError("interrupted before the first arm")
+
+stage.generate_all = stop
+cli(["reproduce", "--no-progress", "--plan", default_plan().as_posix()])
+"""
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +74,18 @@ def _own_runs(checkout: Path) -> list[Path]:
     other.mkdir(parents=True)
     (other / "run.json").write_text("{}\n")
     dry_run(checkout)  # stays in runs/dry-run, as a rehearsal stays in runs/rehearsal
-    return [target, partial, other]
+    return [target, partial, other, _interrupt_reproduce(checkout)]
+
+
+def _interrupt_reproduce(checkout: Path) -> Path:
+    """Run `INTERRUPTED_REPRODUCE` in `checkout` and return the run directory it opened."""
+    env = {**os.environ, "PYTHONPATH": str(checkout), "XDG_CONFIG_HOME": str(checkout / "config")}
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED_REPRODUCE], cwd=checkout, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert "interrupted before the first arm" in result.stderr, result.stderr[-2000:]
+    (opened,) = [line.split(" in ", 1)[1] for line in result.stderr.splitlines()
+                 if line.startswith("new run ")]
+    return checkout / opened
 
 
 def _commit(checkout: Path) -> None:
