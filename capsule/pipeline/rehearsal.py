@@ -14,6 +14,7 @@ was substituted and why) and at the top of RESULTS.md (the manifest names the st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from capsule.artifacts.stand_in import StandIn, build_stand_in, stand_in_spec
 from capsule.artifacts.stand_in_shapes import REHEARSAL_SIZE, VLLM_BACKENDS, RehearsalSize
 from capsule.atomic import write_json_atomic
 from capsule.errors import BadInputError
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.plan import Arm, Plan
 from capsule.run_dir import REHEARSAL_ROOT, RESULTS_ROOT, RunDir
 
@@ -55,14 +57,19 @@ class Rehearsal:
     size: RehearsalSize = REHEARSAL_SIZE
 
     def arm(self, arm: Arm) -> Arm:
-        """`arm` shrunk: at most `size.max_new_tokens`; vLLM engine memory and eager settings replaced.
-        Its name, backend, decoding, seed, batch size, thinking and env stay the plan's."""
+        """`arm` shrunk: at most `size.max_new_tokens`; vLLM engine memory and eager settings replaced;
+        an offline vLLM engine built in the lane's process (`size.offline_vllm_env`, unless the arm's
+        env says otherwise). Its name, backend, decoding, seed, batch size and thinking stay the plan's."""
         options = dict(arm.backend_options)
+        env = dict(arm.env)
         if arm.backend in VLLM_BACKENDS:
             options = {k: v for k, v in options.items() if k not in self.size.vllm_dropped}
             options.update(self.size.vllm_options)
+            if not SPECS[arm.backend].launched:
+                env = {**self.size.offline_vllm_env, **env}
         return replace(
-            arm, max_new_tokens=min(arm.max_new_tokens, self.size.max_new_tokens), backend_options=options
+            arm, max_new_tokens=min(arm.max_new_tokens, self.size.max_new_tokens), backend_options=options,
+            env=env,
         )
 
     def keys(self, keys: list[int]) -> list[int]:
@@ -82,17 +89,14 @@ class Rehearsal:
         for arm in plan.arms:
             shrunk = self.arm(arm)
             model_dir, loader = self.model(arm)
-            changed = {
-                key: {"plan": arm.backend_options.get(key), "rehearsal": shrunk.backend_options.get(key)}
-                for key in sorted(set(arm.backend_options) | set(shrunk.backend_options))
-                if arm.backend_options.get(key) != shrunk.backend_options.get(key)
-            }
+            changed = _changed(arm.backend_options, shrunk.backend_options)
             arms[arm.name] = {
                 "backend": arm.backend,
                 "model": model_dir.name,
                 "loader": loader,
                 "max_new_tokens": {"plan": arm.max_new_tokens, "rehearsal": shrunk.max_new_tokens},
                 "backend_options_changed": changed,
+                "env_changed": _changed(arm.env, shrunk.env),
             }
         return {
             "rehearsal_version": REHEARSAL_VERSION,
@@ -101,6 +105,15 @@ class Rehearsal:
             "stand_in": self.stand_in.describe(),
             "arms": arms,
         }
+
+
+def _changed(plan: Mapping[str, object], rehearsal: Mapping[str, object]) -> dict[str, dict[str, object]]:
+    """Each key whose value the rehearsal changed (None where one side has none): plan and rehearsal."""
+    return {
+        key: {"plan": plan.get(key), "rehearsal": rehearsal.get(key)}
+        for key in sorted(set(plan) | set(rehearsal))
+        if plan.get(key) != rehearsal.get(key)
+    }
 
 
 def prepare_rehearsal(plan: Plan, prompts_per_arm: int | None = None) -> Rehearsal:

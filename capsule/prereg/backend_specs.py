@@ -230,6 +230,7 @@ SPECS: dict[str, BackendSpec] = {
         engine="vllm",  # a vLLM server behind the HTTP API: priced, sized and stood in for as vLLM
         priced_as="vllm",
         batch_word="max_num_seqs",
+        launched=True,
     ),
     FAKE_BACKEND: BackendSpec(
         "capsule.generation.backends.fake:FakeBackend",

@@ -148,7 +148,8 @@ class BackendSpec:
     """A backend: its class ("module:Class", imported lazily), the packages it needs, its options
     dataclass, how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option
     named `scope` overrides it, as the fake backend's does), and its traits: the engine that computes
-    its tokens, the step times it is priced by, the word for its batch size. Every layer that treats
+    its tokens, the step times it is priced by, the word for its batch size, whether its engine is a
+launched server. Every layer that treats
     backends differently asks these, never the backend's name."""
 
     target: str
@@ -160,6 +161,7 @@ class BackendSpec:
     engine: Engine = "none"  # what computes its tokens (the traits below follow from it)
     priced_as: str | None = None  # its row of throughput.toml's step times (None: never priced)
     batch_word: str = "batch"  # what the plan's batch_size is to its engine, as the report says it
+    launched: bool = False  # its engine runs in a server process the capsule launches, not in its own
 
     @property
     def static_batches(self) -> bool:

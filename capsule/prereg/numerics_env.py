@@ -19,6 +19,8 @@ NUMERICS_ENV: dict[str, str] = {
     "VLLM_ATTENTION_BACKEND": "which attention kernel vLLM runs (each rounds differently)",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "cores vLLM-CPU leaves free, so how many threads split its reductions",
     "VLLM_CPU_OMP_THREADS_BIND": "vLLM-CPU's thread binding, and so its thread count",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "'0' builds vLLM's engine in the capsule's own process, where "
+    "vLLM-CPU then sets up its OpenMP threads (no engine process; vLLM warns they may bind less well)",
     "VLLM_CPU_KVCACHE_SPACE": "vLLM-CPU's KV cache (GiB); a smaller cache preempts and re-batches requests",
     "OMP_NUM_THREADS": "OpenMP threads, so how CPU reductions are split",
     "MKL_NUM_THREADS": "MKL threads, so how its reductions are split",

@@ -6,8 +6,8 @@ verdict and report, and a bundle that verifies; nothing in the ledger, nothing i
 It runs on a copy of prereg/ in a temporary repository root. The arms are as small as
 `capsule.artifacts.stand_in_shapes.REHEARSAL_SIZE` declares (2 prompts, 16 tokens), on two lanes
 (`--lanes 2`, as a GPU host would run the study): most of its time is vLLM starting an engine per
-engine run (about 20 s each on a 2-core Xeon), and two lanes start two at once (150 s against 234 s
-for one lane, 2026-12-02, 2-core Xeon with AVX-512 and AMX).
+engine run, so its offline engines are built in the lane's own process (`offline_vllm_env`, 8.6 s a
+start instead of 21.4 s; 259 s for this test became 68 s, 2-core AMD EPYC Zen 4, benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from capsule.artifacts.stand_in_shapes import QWEN3_5, QWEN3_NEXT, REHEARSAL_SIZE, VLLM_BACKENDS
 from capsule.cli import cli
 from capsule.evidence.verify import verify_run
+from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.loader import load_plan
 
 pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.vllm]
@@ -74,6 +75,14 @@ def test_gpu_plan_rehearses_end_to_end(repo_root: Path, tmp_path: Path, monkeypa
     record_property("arm_elapsed_s", json.dumps(timings))
     record = json.loads((run / "rehearsal.json").read_text())
     assert set(record["arms"]) == {arm.name for arm in plan.arms}
+    in_process = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # what the rehearsal adds to offline vLLM arms
+    for arm in plan.arms:
+        offline_vllm = SPECS[arm.backend].on_vllm and not SPECS[arm.backend].launched
+        expected = {k: {"plan": None, "rehearsal": v} for k, v in in_process.items()} if offline_vllm else {}
+        assert record["arms"][arm.name]["env_changed"] == expected, arm.name
+        if offline_vllm and arm.name not in refused:  # the engine was built so, and its sidecar says so
+            meta = json.loads((generations / f"{arm.name}.meta.json").read_text())
+            assert meta["backend"]["env"].items() >= in_process.items(), arm.name
     assert record["stand_in"]["vllm_substitute_why"]
     analysis = json.loads((run / "analysis.json").read_text())
     reported = set(analysis["controls"]) | set(analysis.get("skipped_controls", []))

@@ -127,7 +127,10 @@ def test_rehearsal_shrinks_every_arm_and_puts_the_vllm_backends_on_the_substitut
     for arm in (vllm, bi, server):
         shrunk = rehearsal.arm(arm)
         assert shrunk.max_new_tokens == REHEARSAL_SIZE.max_new_tokens
-        assert shrunk.env == arm.env and shrunk.batch_size == arm.batch_size and shrunk.seed == arm.seed
+        assert shrunk.batch_size == arm.batch_size and shrunk.seed == arm.seed
+        # an offline engine is built in the lane's process; a launched server keeps its engine process
+        added = {} if arm is server else {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+        assert shrunk.env == {**added, **arm.env}
         assert shrunk.decoding == arm.decoding and shrunk.thinking == arm.thinking
         assert "gpu_memory_utilization" not in shrunk.backend_options
         assert shrunk.backend_options["enforce_eager"] is True
@@ -135,6 +138,8 @@ def test_rehearsal_shrinks_every_arm_and_puts_the_vllm_backends_on_the_substitut
         assert shrunk.backend_options["kv_cache_memory_bytes"] == kv_bytes
         assert shrunk.backend_options["max_model_len"] == arm.backend_options["max_model_len"]
     assert rehearsal.arm(server).backend_options["concurrency"] == 64  # the authors' clients, kept
+    own = replace(vllm, env={"VLLM_ENABLE_V1_MULTIPROCESSING": "1"})  # an arm that says otherwise wins
+    assert rehearsal.arm(own).env == own.env
     assert rehearsal.model(hf) == (tmp_path / "qwen3_5", QWEN3_5.loader)
     assert rehearsal.model(server) == rehearsal.model(vllm) == (tmp_path / "qwen3next", QWEN3_NEXT.loader)
     assert rehearsal.keys(list(range(541))) == [0, 1]

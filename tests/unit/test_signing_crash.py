@@ -65,11 +65,18 @@ def test_kill_between_envelope_and_ledger_entry_is_finished_by_a_rerun(repo_copy
 
 @pytest.mark.slow
 @pytest.mark.starts
-@pytest.mark.parametrize("point", [p for p in SIGNING_POINTS if p != "before-ledger"])
-def test_kill_at_each_signing_step_then_rerun(point: str, repo_copy: Path) -> None:
-    run = _killed_at(point, repo_copy)
-    if point == "after-ledger":  # the entry is appended: the run is already finished
-        _check_finished(run)
-        return
-    assert not _bundle_entries(run.name)
-    _rerun_finishes(run, repo_copy)
+def test_killed_at_every_signing_step_in_turn_each_rerun_resumes_the_run(repo_copy: Path) -> None:
+    """One run, killed at each signing step in turn: every rerun resumes the same run directory and
+    is killed at the next step, with no ledger entry until the last (killed just after appending it),
+    which leaves the run finished. Each step is thereby reached from a resumed run (the harder case),
+    in five processes instead of two per step."""
+    points = [p for p in SIGNING_POINTS if p != "before-ledger"]  # before-ledger: the fast test above
+    assert points[-1] == "after-ledger"
+    run = _killed_at(points[0], repo_copy)
+    for point in points[1:]:
+        assert not _bundle_entries(run.name), point
+        child = capsule_process(REPRODUCE, repo_copy, {KILL_AT_ENV: point})
+        _, stderr = child.communicate(timeout=300)
+        assert child.returncode == -signal.SIGKILL, stderr
+        assert f"resuming run {run.name}" in stderr, point
+    _check_finished(run)  # the entry is appended: the run is finished
