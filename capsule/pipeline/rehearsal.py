@@ -89,13 +89,12 @@ class Rehearsal:
         for arm in plan.arms:
             shrunk = self.arm(arm)
             model_dir, loader = self.model(arm)
-            changed = _changed(arm.backend_options, shrunk.backend_options)
             arms[arm.name] = {
                 "backend": arm.backend,
                 "model": model_dir.name,
                 "loader": loader,
                 "max_new_tokens": {"plan": arm.max_new_tokens, "rehearsal": shrunk.max_new_tokens},
-                "backend_options_changed": changed,
+                "backend_options_changed": _changed(arm.backend_options, shrunk.backend_options),
                 "env_changed": _changed(arm.env, shrunk.env),
             }
         return {

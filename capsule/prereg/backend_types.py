@@ -149,8 +149,8 @@ class BackendSpec:
     dataclass, how much of an arm one `generate` call takes (`scope`: "batch" or "arm"; an option
     named `scope` overrides it, as the fake backend's does), and its traits: the engine that computes
     its tokens, the step times it is priced by, the word for its batch size, whether its engine is a
-launched server. Every layer that treats
-    backends differently asks these, never the backend's name."""
+    launched server. Every layer that treats backends differently asks these, never the backend's
+    name."""
 
     target: str
     requires: tuple[str, ...]

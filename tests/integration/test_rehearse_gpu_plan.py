@@ -7,7 +7,8 @@ It runs on a copy of prereg/ in a temporary repository root. The arms are as sma
 `capsule.artifacts.stand_in_shapes.REHEARSAL_SIZE` declares (2 prompts, 16 tokens), on two lanes
 (`--lanes 2`, as a GPU host would run the study): most of its time is vLLM starting an engine per
 engine run, so its offline engines are built in the lane's own process (`offline_vllm_env`, 8.6 s a
-start instead of 21.4 s; 259 s for this test became 68 s, 2-core AMD EPYC Zen 4, benchmarks/README.md).
+start instead of 21.4 s; this test alone 178.8 s before and 69.6 s after, 2-core AMD EPYC Zen 4
+with AVX-512 and avx512_bf16, benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def test_gpu_plan_rehearses_end_to_end(repo_root: Path, tmp_path: Path, monkeypa
     record_property("arm_elapsed_s", json.dumps(timings))
     record = json.loads((run / "rehearsal.json").read_text())
     assert set(record["arms"]) == {arm.name for arm in plan.arms}
-    in_process = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # what the rehearsal adds to offline vLLM arms
+    in_process = REHEARSAL_SIZE.offline_vllm_env  # what the rehearsal adds to offline vLLM arms
     for arm in plan.arms:
         offline_vllm = SPECS[arm.backend].on_vllm and not SPECS[arm.backend].launched
         expected = {k: {"plan": None, "rehearsal": v} for k, v in in_process.items()} if offline_vllm else {}
