@@ -52,6 +52,7 @@ PLAN_SEAL = "plan.seal.json"
 ADHOC_RECORD = "adhoc.json"
 IMPORT_RECORD = "import.json"
 MANIFEST = "manifest.json"
+NODES = "nodes"  # nodes/<digest>.json: the manifest of each other Ray node a lane ran on
 REHEARSAL_RECORD = "rehearsal.json"
 PROBE_RECORD = "probe.json"
 GENERATIONS = "generations"
@@ -160,6 +161,10 @@ class RunDir:
     def manifest(self) -> Path:
         """The machine fingerprint written when the run started."""
         return self.path / MANIFEST
+
+    def node_manifest(self, digest: str) -> Path:
+        """The manifest of another Ray node the run's lanes ran on, named by its digest."""
+        return self.path / NODES / f"{digest}.json"
 
     @property
     def rehearsal(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,13 @@ def embedded_model_dir() -> Path:
     from capsule.artifacts.embedded_model import fetch_model
 
     return fetch_model()[0]
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[object]:
+    """One loopback-only Ray for every in-process lanes test of this session (a Ray start is about
+    3 s): `capsule.cluster.ray_runtime.ray_session` uses a Ray already running, and leaves it."""
+    from capsule.cluster.ray_runtime import ray_session
+
+    with ray_session(None, cpus=4) as ray:
+        yield ray

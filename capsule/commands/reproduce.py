@@ -80,11 +80,14 @@ from capsule.report.document import headline_line
     help="Resuming: load the backend again for arms it refused before (default: keep the refusal).",
 )
 @click.option("--lanes", type=int, default=1, show_default=True,
-              help="Run up to this many arms at once, each lane its own process (docs/lanes.md).")
+              help="Run up to this many arms at once, each lane a Ray task (docs/lanes.md).")
 @click.option("--gpus", default=None, help="Lanes on these GPUs, one per lane in turn (NVML indices: 0,1).")
+@click.option("--cluster", default=None, metavar="HOST:PORT",
+              help="Run the lanes on this Ray cluster instead of a Ray on this host (docs/cluster.md).")
 @endpoint_options
 def reproduce(
-    results_root: Path | None, no_progress: bool, lanes: int, gpus: str | None, **given: Any
+    results_root: Path | None, no_progress: bool, lanes: int, gpus: str | None, cluster: str | None,
+    **given: Any,
 ) -> None:
     """Run a sealed plan: every arm and control, scores, statistics, report, signed bundle."""
     given["probe"] = probe = given["probe"] or 0  # 0: not a probe
@@ -93,9 +96,9 @@ def reproduce(
         raise click.UsageError("--dry-run and --rehearse exclude each other: choose one")
     if probe and dry_run:
         raise click.UsageError("--probe measures real backends; a dry run has none: leave out --dry-run")
-    if probe and (lanes != 1 or gpus is not None):
+    if probe and (lanes != 1 or gpus is not None or cluster is not None):
         raise click.UsageError(
-            "--probe times every backend load in one process: leave out --lanes and --gpus "
+            "--probe times every backend load in one process: leave out --lanes, --gpus and --cluster "
             "(`capsule plan cost --lanes N` prices lanes)"
         )
     if rehearse and (given["model_dir"] is not None or given["endpoint"] is not None):
@@ -105,7 +108,8 @@ def reproduce(
         )
     root = results_root if results_root is not None else default_results_root(dry_run, rehearse, bool(probe))
     options = ReproduceOptions(
-        results_root=root, progress=not no_progress, lanes=LaneOptions(lanes, parse_gpus(gpus)), **given
+        results_root=root, progress=not no_progress, lanes=LaneOptions(lanes, parse_gpus(gpus), cluster),
+        **given,
     )
     if dry_run:
         click.echo(

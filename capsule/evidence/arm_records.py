@@ -3,8 +3,9 @@ refusal record, read whole (their bytes were already checked against the bundle)
 
 A sidecar (`generations/<arm>.meta.json`) is decoded whole (`capsule.generation.arm_sidecar`: every
 field verify relies on required and typed; a field removed is refused as a field changed is), and
-must be this run's: its `manifest_digest` and each segment's this run's machine (an arm generated
-elsewhere and copied in before signing is refused), each device it names one this machine has
+must be this run's: its `manifest_digest` and each segment's this run's machine, or another Ray
+node's whose manifest the run holds (an arm generated elsewhere and copied in before signing is
+refused), each device it names one that machine has
 (`cpu`, or `cuda[:N]` with N below the manifest's GPU count). A refusal record must be this run's
 refusal of its arm (`capsule.generation.refused_arms.refusal_problem`: typed, one of its backend's
 declared refusals applying to the arm's settings, this run's id, plan and machine, its start-up log
@@ -14,6 +15,7 @@ beside it with the recorded digest, no rows or sidecar of the arm beside it).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from capsule.errors import VerificationError
@@ -38,27 +40,31 @@ def device_problem(device: str, gpu_count: int | None) -> str | None:
     return None
 
 
-def sidecar_problem(sidecar: AnySidecar, manifest_digest: str, gpu_count: int | None) -> str | None:
-    """Why a decoded arm sidecar is not this run's (None: it is): every segment made on this run's
-    machine, on devices it has."""
+def sidecar_problem(sidecar: AnySidecar, machines: Mapping[str, int | None]) -> str | None:
+    """Why a decoded arm sidecar is not this run's (None: it is): every segment made on a machine
+    the run holds the manifest of (`machines`: digest -> its GPU count, None where unknown; the
+    run's own first), on devices that machine has."""
     if isinstance(sidecar, ImportedSidecar):
         return "field 'segments' is missing: imported samples are not a generated arm"
     places: list[Sidecar | Segment] = [sidecar, *sidecar.segments]
+    own = next(iter(machines))
     for index, where in enumerate(places):
         label = "the sidecar" if index == 0 else f"segment {index}"
-        if where.manifest_digest != manifest_digest:
+        if where.manifest_digest not in machines:
+            nodes = len(machines) - 1
+            held = f"this run's {own}" + (f" or one of its {nodes} node manifest(s)" if nodes else "")
             return (
-                f"generated on machine fingerprint {where.manifest_digest}, not this run's {manifest_digest} "
+                f"generated on machine fingerprint {where.manifest_digest}, not {held} "
                 f"({label}: an arm from another run or machine was put in this run)"
             )
         for device in (where.device, where.backend_device):
-            if device is not None and (problem := device_problem(device, gpu_count)):
+            if device is not None and (problem := device_problem(device, machines[where.manifest_digest])):
                 return f"{label}: {problem}"
     return None
 
 
 def check_arm_records(
-    run_dir: Path, listed: tuple[FileRecord, ...], facts: RunFacts, gpu_count: int | None
+    run_dir: Path, listed: tuple[FileRecord, ...], facts: RunFacts, machines: Mapping[str, int | None]
 ) -> None:
     """Every sidecar and refusal record of the run's bundle file list, read whole (module doc);
     VerificationError naming the file and what is wrong."""
@@ -72,7 +78,7 @@ def check_arm_records(
                 sidecar = decode(parse_json(data(), path, error=VerificationError))
             except SidecarError as error:
                 raise VerificationError(f"{path}: {error}") from None
-            problem = sidecar_problem(sidecar, facts.manifest_digest, gpu_count)
+            problem = sidecar_problem(sidecar, machines)
             if problem is not None:
                 raise VerificationError(f"{path}: {problem}")
         elif path.endswith(REFUSED_SUFFIX):

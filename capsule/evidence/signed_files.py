@@ -23,7 +23,7 @@ from capsule.generation.refused_arms import RunFacts
 from capsule.hashing import sha256_bytes, sha256_file, sha256_json
 from capsule.jsonio import parse_json, read_input_bytes
 from capsule.machine.manifest_record import parse_manifest
-from capsule.run_dir import BUNDLE, MANIFEST, PUBLIC_KEY, RunDir
+from capsule.run_dir import BUNDLE, MANIFEST, NODES, PUBLIC_KEY, RunDir
 
 
 def read_signed_json(path: Path, label: str) -> tuple[bytes, Any]:
@@ -94,9 +94,11 @@ def check_files(run_dir: Path, on_disk: list[str], listed: tuple[FileRecord, ...
 def check_machine(run_dir: Path, bundle: BundleIndex) -> None:
     """The signed `manifest_digest` must be the digest of the run's manifest.json (its canonical JSON,
     as `capsule.machine.manifest.manifest_digest` computes it): a manifest edited and signed again
-    with the old facts is refused. Then every arm sidecar and refusal record is read whole against
-    this run and machine (`capsule.evidence.arm_records`). Their bytes were checked already."""
-    gpu_count = None
+    with the old facts is refused. Each other node's manifest (`nodes/<digest>.json`, lanes on a Ray
+    cluster) must have the digest its name says. Then every arm sidecar and refusal record is read
+    whole against this run and the machines it holds manifests of (`capsule.evidence.arm_records`).
+    Their bytes were checked already."""
+    machines: dict[str, int | None] = {bundle.manifest_digest: None}
     if bundle.listed(MANIFEST) is not None:
         manifest = parse_json(RunDir(run_dir).manifest.read_bytes(), str(RunDir(run_dir).manifest),
                               error=VerificationError)
@@ -106,6 +108,26 @@ def check_machine(run_dir: Path, bundle: BundleIndex) -> None:
                 f"{MANIFEST}: its digest {digest} is not the bundle's manifest_digest "
                 f"{bundle.manifest_digest} (the manifest was changed after the run recorded it)"
             )
-        gpu_count = len(parse_manifest(manifest).gpus)
-    facts = RunFacts(bundle.run_id, bundle.plan.sha256, bundle.manifest_digest)
-    check_arm_records(run_dir, bundle.files, facts, gpu_count)
+        machines[digest] = len(parse_manifest(manifest).gpus)
+    machines.update(_node_machines(run_dir, bundle.files))
+    facts = RunFacts(bundle.run_id, bundle.plan.sha256, bundle.manifest_digest,
+                     frozenset(machines) - {bundle.manifest_digest})
+    check_arm_records(run_dir, bundle.files, facts, machines)
+
+
+def _node_machines(run_dir: Path, listed: tuple[FileRecord, ...]) -> dict[str, int | None]:
+    """Each listed node manifest's digest (checked against its name) and GPU count."""
+    machines: dict[str, int | None] = {}
+    for item in listed:
+        if not item.path.startswith(f"{NODES}/"):
+            continue
+        named = item.path.removeprefix(f"{NODES}/").removesuffix(".json")
+        manifest = parse_json((run_dir / item.path).read_bytes(), item.path, error=VerificationError)
+        digest = sha256_json(manifest)
+        if digest != named or not item.path.endswith(".json"):
+            raise VerificationError(
+                f"{item.path}: its digest is {digest}, not the one its name says (a node's manifest "
+                "was changed after its lane recorded it)"
+            )
+        machines[digest] = len(parse_manifest(manifest).gpus)
+    return machines

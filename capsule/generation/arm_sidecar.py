@@ -45,8 +45,8 @@ class BatchShare:
 
 @dataclass(frozen=True)
 class Segment:
-    """One process's run of the arm: when, on which machine (manifest digest), where (lane, device,
-    batch share, the batches it wrote, where the run had lanes), and once closed how it ended."""
+    """One process's run of the arm: when, on which machine (manifest digest), where (lane, Ray node,
+    device, batch share, the batches it wrote, where the run had lanes), and once closed how it ended."""
 
     started_at: str
     manifest_digest: str
@@ -55,6 +55,7 @@ class Segment:
     device: str | None = None
     batch_share: BatchShare | None = None
     batches: tuple[int, ...] | None = None
+    node: str | None = None
     ended_at: str | None = None
     elapsed_s: float | None = None
     backend: Mapping[str, Any] | None = None  # the backend's describe() at the segment's end
@@ -211,7 +212,7 @@ def _segment(data: Mapping[str, Any], label: str) -> Segment:
         lane=fields.lane(), device=fields.device(), batch_share=_share(data.get("batch_share"), label),
         batches=_batches(data.get("batches"), label), ended_at=fields.text("ended_at", optional=True),
         elapsed_s=fields.number("elapsed_s"), backend=fields.obj("backend", optional=True),
-        stop=fields.text("stop", optional=True),
+        stop=fields.text("stop", optional=True), node=fields.text("node", optional=True),
     )
 
 
@@ -256,6 +257,7 @@ def _encode_segment(segment: Segment) -> dict[str, Any]:
         "batches": None if segment.batches is None else list(segment.batches),
         "ended_at": segment.ended_at, "elapsed_s": segment.elapsed_s,
         "backend": None if segment.backend is None else dict(segment.backend), "stop": segment.stop,
+        "node": segment.node,
     })
 
 

@@ -138,11 +138,13 @@ def _settings(arm: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What a refusal record must name to be this run's: its id, plan and machine."""
+    """What a refusal record must name to be this run's: its id, plan and machine (or another
+    node's the run holds the manifest of: lanes on a Ray cluster)."""
 
     run_id: str
     plan_hash: str
     manifest_digest: str
+    node_digests: frozenset[str] = frozenset()
 
 
 def refusal_problem(
@@ -173,7 +175,7 @@ def refusal_problem(
          "its message does not match the declared pattern"),
         (record.run_id == facts.run_id, f"it was written for run {record.run_id!r}"),
         (record.plan_hash == facts.plan_hash, f"it was written under plan hash {record.plan_hash}"),
-        (record.manifest_digest == facts.manifest_digest,
+        (record.manifest_digest in {facts.manifest_digest, *facts.node_digests},
          f"it was written on machine fingerprint {record.manifest_digest}"),
         (log is not None, "its start-up log (.refused.log) is missing"),
         (log is None or sha256_bytes(log) == record.log_sha256,

@@ -53,12 +53,13 @@ from capsule.run_dir import RunDir
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one segment of an arm runs: its lane (1-based), the device the lane sees, and the
-    lane's batch share of the arm (None: all of it)."""
+    """Where one segment of an arm runs: its lane (1-based), the device the lane sees, the
+    lane's batch share of the arm (None: all of it), and the Ray node the lane runs on."""
 
     lane: int
     device: str
     shard: Shard | None = None
+    node: str | None = None
 
     @property
     def batch_share(self) -> BatchShare | None:
@@ -195,6 +196,7 @@ class ArmStore:
             started_at=now_iso(), manifest_digest=manifest_digest, rows=0,
             lane=placement.lane if placement else None, device=placement.device if placement else None,
             batch_share=placement.batch_share if placement else None,
+            node=placement.node if placement else None,
         )
         self.segment_at = None
         if self.persisted:

@@ -129,6 +129,15 @@ def build_manifest(
     return manifest
 
 
+INPUT_SECTIONS = ("model", "data")  # what two machines of one run must read the same of
+
+
+def differing_inputs(manifest: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The input sections (model files, prompt file) in which two manifests differ: a cluster node
+    whose model or prompts are not the run's machine's."""
+    return [section for section in INPUT_SECTIONS if manifest.get(section) != other.get(section)]
+
+
 def manifest_digest(manifest: Mapping[str, Any]) -> str:
     """sha256 of the manifest's canonical JSON: what generations meta files record."""
     return sha256_json(manifest)

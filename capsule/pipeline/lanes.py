@@ -1,20 +1,24 @@
-"""`capsule reproduce --lanes N [--gpus 0,1]`: a plan's arms on N lanes at once, each lane a process.
+"""`capsule reproduce --lanes N [--gpus 0,1 | --cluster HOST:PORT]`: a plan's arms on N lanes at once.
 
 What a lane is: a list of units (`capsule.prereg.engine_sharing.lane_units`: a vLLM or server
 engine run, never split, in plan order; a transformers arm alone, on its own model load; and a
 transformers arm longer than a lane's share cut into batch shares, `split_units`, each on its own
 model load), placed by the one placement rule `capsule plan cost --lanes` prints
 (`capsule.costing.sizing.place_longest_first`, on each unit's estimated minutes on this host's
-device; by token budget where the device table has no entry for it). Each lane runs
-in its own spawned process on one device: with `--gpus`, lane i sees only GPU `gpus[i % len]`
-(`CUDA_VISIBLE_DEVICES`); without, every lane sees what the capsule sees (one GPU shared, or the
-CPU). Lanes sharing one GPU need every vLLM (and launched server) arm to fix its
+device; by token budget where the device table has no entry for it). Each lane is one Ray task
+(`capsule.cluster`), in a worker process of its own, on one device: on the Ray started here, with
+`--gpus` lane i sees only GPU `gpus[i % len]` (`CUDA_VISIBLE_DEVICES`), without, every lane sees what
+the capsule sees (one GPU shared, or the CPU); on a cluster, Ray puts each lane on a node with a free
+CPU (and GPU, where the cluster has GPUs) and the lane records that node. The lane's numerics
+environment is the parent's. Lanes sharing one GPU need every vLLM (and launched server) arm to fix its
 `kv_cache_memory_bytes`, so no arm's KV cache, and with it its batching, depends on its neighbours.
 
 The parent keeps the run directory's lock and everything outside `generations/`; a lane writes
 only its own arms' files (the shards of one arm append whole batches to the arm's one rows file,
 one writer at a time: `capsule.generation.store`), and each segment of an arm's sidecar records the
-lane, device and batch share it ran and the batches it wrote. One lane (`--lanes 1`, the
+lane, node, device and batch share it ran and the batches it wrote. Rows reach the run directory
+through that store, so on a cluster the results root must be on a filesystem every node mounts at
+the same path (docs/cluster.md). One lane (`--lanes 1`, the
 default) is the sequential generate stage, unchanged.
 A lane that fails or dies leaves its rows on disk; the others finish their arms, then the run
 stops with one error, and the same command resumes.
@@ -22,14 +26,10 @@ stops with one error, and the same command resumes.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import queue
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from capsule.errors import BadInputError, CapsuleError
+from capsule.cluster.ray_runtime import check_reachable
+from capsule.errors import BadInputError
 from capsule.machine.gpu import probe_gpus
 from capsule.pipeline.lane_pricing import Weights, placed_units
 from capsule.prereg.backend_specs import SPECS
@@ -43,7 +43,6 @@ from capsule.prereg.plan import Plan
 CPU_DEVICE = "cpu"
 SHARED_GPU = "gpu"  # every GPU this process sees, as it sees them (no CUDA_VISIBLE_DEVICES set)
 KV_OPTION = "kv_cache_memory_bytes"
-_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,7 @@ class LaneOptions:
     """How many lanes, and on which GPUs (NVML indices; empty: as the capsule sees them)."""
     count: int = 1
     gpus: tuple[int, ...] = ()
+    cluster: str | None = None  # a Ray cluster's address (None: a Ray started on this host)
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class Lane:
     device: str  # "cpu", "gpu" (shared, as seen) or "cuda:<NVML index>"
     arms: tuple[str, ...]
     shards: tuple[tuple[str, Shard], ...] = ()
+    node: str | None = None  # the Ray node it runs on, once it runs
+    manifest_digest: str | None = None  # that node's manifest, on a cluster (None: the run's)
 
     def shard_of(self, arm: str) -> Shard | None:
         """The batch share of `arm` this lane runs (None: all of it)."""
@@ -97,8 +99,16 @@ def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) 
     """Refuse, before anything is generated, a lane count below 1 or above the most units the plan
     can be cut into (`engine_sharing.check_lane_count`), a `--gpus` index this machine does not have
     (or `--gpus` without a GPU), and lanes sharing a GPU whose vLLM arms lack a fixed `kv_cache_memory_bytes`.
-    `gpu_count`: NVML's (None: probe)."""
+    `gpu_count`: NVML's (None: probe). With `--cluster`: `--gpus` (Ray picks each lane's GPU there),
+    fewer than two lanes, and an address where nothing answers are refused too."""
     check_lane_count(plan, options.count)
+    if options.cluster is not None:
+        if options.gpus:
+            raise BadInputError("--cluster: Ray gives each lane its GPU on the cluster; leave out --gpus")
+        if options.count < 2:
+            raise BadInputError("--cluster runs lanes on a Ray cluster: give --lanes 2 or more")
+        check_reachable(options.cluster)
+        return
     if gpu_count is None:
         gpu_count = len(probe_gpus()["gpus"])
     if options.gpus and gpu_count == 0:
@@ -156,87 +166,3 @@ def assign_lanes(
             Lane(len(lanes) + 1, device, tuple(sorted(names, key=order.index)), tuple(sorted(shares.items())))
         )
     return lanes
-
-
-class LaneFailedError(CapsuleError):
-    """A lane failed or its process died: what the lanes wrote stays, and the same command resumes."""
-
-
-@dataclass(frozen=True)
-class LaneMessage:
-    """What a lane's process sends its parent: a line to say, or its end (failed: an error)."""
-    lane: int
-    line: str | None = None
-    done: bool = False
-    error: str | None = None
-    exit_code: int = 2
-
-
-def run_lanes(
-    lanes: list[Lane], target: Callable[..., None], job: Any, say: Callable[[str], None]
-) -> None:
-    """Start one spawned process per lane, `target(job, lane, messages)`, relay each lane's lines to
-    `say`, and wait for all; then raise LaneFailedError for the first lane that failed or died."""
-    context = multiprocessing.get_context("spawn")
-    messages = context.Queue()
-    processes = {}
-    for lane in lanes:
-        say(f"lane {lane.number} on {lane.device}: {lane.describe()}")
-        saved = {name: os.environ.get(name) for name in lane.environment}
-        os.environ.update(lane.environment)  # a spawned child's environment is the parent's at start
-        try:
-            process = context.Process(
-                target=target, args=(job, lane, messages), name=f"capsule-lane-{lane.number}"
-            )
-            process.start()
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-        processes[lane.number] = process
-    ended: dict[int, LaneMessage] = {}
-    failures: list[str] = []
-    exit_code = 2
-    try:
-        while len(ended) < len(processes) or not _drained(messages):
-            try:
-                message: LaneMessage = messages.get(timeout=_POLL_S)
-            except queue.Empty:
-                for number, process in processes.items():
-                    if number not in ended and not process.is_alive() and _drained(messages):
-                        process.join()
-                        ended[number] = LaneMessage(number, done=True, error=_death(process.exitcode))
-                        failures.append(f"lane {number}: {ended[number].error}")
-                        say(f"lane {number}: {ended[number].error}")
-                continue
-            if message.line is not None:
-                say(f"lane {message.lane}: {message.line}")
-            if message.done and message.lane not in ended:
-                ended[message.lane] = message
-                if message.error is not None:
-                    failures.append(f"lane {message.lane}: {message.error}")
-                    if len(failures) == 1:
-                        exit_code = message.exit_code
-                    say(f"lane {message.lane}: stopped: {message.error}")
-    finally:
-        for process in processes.values():
-            process.join()
-    if failures:
-        more = f" (and {len(failures) - 1} more lane(s) failed)" if len(failures) > 1 else ""
-        error = LaneFailedError(
-            f"{failures[0]}{more}; every row written so far is kept: run the same command again to resume"
-        )
-        error.exit_code = exit_code
-        raise error
-
-
-def _drained(messages: Any) -> bool:
-    return bool(messages.empty())
-
-
-def _death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        return f"its process died (signal {-exitcode}) before it finished its arms"
-    return f"its process exited with status {exitcode} before it finished its arms"

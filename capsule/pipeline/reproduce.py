@@ -227,7 +227,7 @@ def _run_opened(
     if rehearsal is not None:
         write_rehearsal_record(run.dir, rehearsal, plan)
     digest = start_manifest(run, model_dir, prompts_path, say)
-    inputs = GenerateInputs(prompts, model_dir, seal.sha256, digest)
+    inputs = GenerateInputs(prompts, model_dir, seal.sha256, digest, prompts_path)
     loads = LoadTimes() if options.probe else None
     generate_all(
         plan, run, inputs, dry_run=options.dry_run, progress=options.progress, say=say,

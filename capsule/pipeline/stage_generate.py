@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,8 +31,10 @@ from capsule.generation.backends.fake import DRY_RUN_MODEL, FakeChatTokenizer, d
 from capsule.generation.refusals import BackendRefusedError
 from capsule.generation.refused_arms import RunFacts, check_run_refusal, record_refusal, remove_refusal
 from capsule.generation.store import Placement
+from capsule.pipeline.lane_nodes import fingerprint_nodes
 from capsule.pipeline.lane_pricing import start_weights
-from capsule.pipeline.lanes import Lane, LaneMessage, LaneOptions, assign_lanes, run_lanes
+from capsule.pipeline.lane_runner import LaneMessage, lane_env, run_lanes
+from capsule.pipeline.lanes import Lane, LaneOptions, assign_lanes
 from capsule.pipeline.opening import OpenRun, Say
 from capsule.prereg.plan import Arm, Plan
 from ifeval_scorer import Prompt
@@ -60,6 +63,7 @@ class GenerateInputs:
     model_dir: Path | None
     plan_sha256: str
     manifest_digest: str
+    prompts_path: Path | None = None  # the file they were read from (a cluster's nodes fingerprint it)
 
 
 def arm_keys(plan: Plan, arm: Arm, prompts: Mapping[int, Prompt]) -> list[int]:
@@ -126,7 +130,11 @@ def generate_all(
         raise BadInputError("backend loads are measured on one lane only: leave out --lanes")
     job = LaneJob(plan, run, inputs, dataclasses.replace(settings, progress=False))
     weights = start_weights if shaping is not None else None  # a rehearsal's time is its starts
-    run_lanes(assign_lanes(plan, lanes, weights, split=shaping is None), run_lane, job, say)
+    run_lanes(
+        assign_lanes(plan, lanes, weights, split=shaping is None), run_lane, job, say, lanes.cluster,
+        lane_env((key_env,)), partial(fingerprint_nodes, run=run.dir, model_dir=inputs.model_dir,
+                                      prompts_path=inputs.prompts_path),
+    )
 
 
 def run_lane(job: LaneJob, lane: Lane, messages: Any) -> None:
@@ -135,8 +143,11 @@ def run_lane(job: LaneJob, lane: Lane, messages: Any) -> None:
     def say(line: str) -> None:
         messages.put(LaneMessage(lane.number, line))
 
+    inputs = job.inputs
+    if lane.manifest_digest is not None:  # a lane on another node of a cluster: that node's machine
+        inputs = dataclasses.replace(inputs, manifest_digest=lane.manifest_digest)
     try:
-        generate_arms(job.plan, job.run, job.inputs, job.settings, say, lane)
+        generate_arms(job.plan, job.run, inputs, job.settings, say, lane)
     except CapsuleError as error:
         messages.put(LaneMessage(lane.number, done=True, error=str(error), exit_code=error.exit_code))
     except BaseException as error:  # noqa: BLE001 - reported to the parent, which stops the run
@@ -172,7 +183,9 @@ def generate_arms(
                 say(f"arm {arm.name}: refused before ({refused.message}); not retried "
                     "(--retry-refused retries it)")
                 continue
-            where = None if lane is None else Placement(lane.number, lane.device, lane.shard_of(arm.name))
+            where = None if lane is None else Placement(
+                lane.number, lane.device, lane.shard_of(arm.name), lane.node
+            )
             try:
                 _generate_one(
                     plan, run, inputs, arm, slot, tokenizer, model_dir, settings.progress, say, shaping,

@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("capsule.prereg",),
     ("capsule.artifacts",),
     ("capsule.machine",),
+    ("capsule.cluster",),
     ("capsule.costing",),
     ("capsule.generation",),
     ("capsule.analysis",),
@@ -317,7 +318,7 @@ def test_the_checks_can_fail() -> None:
     assert json_io_of(source, "bundle") == [1] and json_io_of(source, "refusal") == [2]
     assert json_io_of("c = read_index(run.bundle)\nwrite_json_atomic(run.probe, x.record())", "record") == []
     assert layer_of("capsule.pipeline.reproduce") > layer_of("capsule.prereg.loader")
-    assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 7
+    assert layer_of("capsule.run_dir") == 0 and layer_of("capsule.report.plots") == 8
     assert statistics_imports({"capsule.analysis.paired", "numpy.random", "capsule.analysis.codec"}) == {
         "capsule.analysis.paired", "numpy.random"
     }

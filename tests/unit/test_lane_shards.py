@@ -15,7 +15,8 @@ import pytest
 from capsule.faults import KILL_AT_ENV
 from capsule.pipeline import lane_pricing
 from capsule.pipeline.lane_pricing import start_weights
-from capsule.pipeline.lanes import LaneFailedError, LaneOptions, assign_lanes, check_lanes
+from capsule.pipeline.lane_runner import LaneFailedError
+from capsule.pipeline.lanes import LaneOptions, assign_lanes, check_lanes
 from capsule.pipeline.opening import OpenRun
 from capsule.pipeline.run_start import RunStart
 from capsule.pipeline.stage_generate import GenerateInputs, generate_all
@@ -104,6 +105,7 @@ def test_more_lanes_than_arms_are_allowed_up_to_the_batches_they_can_share(repo_
         check_lanes(plan, LaneOptions(10), gpu_count=0)
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_shared_arm_rows_equal_the_sequential_rows_and_each_segment_names_its_batches(
     repo_root: Path, tmp_path: Path, prompts_path: Path
 ) -> None:
@@ -121,6 +123,7 @@ def test_shared_arm_rows_equal_the_sequential_rows_and_each_segment_names_its_ba
     assert all(segment["batch_share"]["of"] == len(meta["segments"]) for segment in meta["segments"])
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_a_share_killed_mid_arm_loses_nothing_and_resumes_on_one_lane(
     repo_root: Path, tmp_path: Path, prompts_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
