@@ -4,11 +4,11 @@ Four of the embedded plan's fp32 arms (two engine runs: vLLM at batch 48 and its
 at batch 48 and 16; `--arms` names others), each shrunk to the first `--prompts` prompts and
 `--max-new-tokens` tokens, are generated twice by the generate stage `capsule
 reproduce` runs (`capsule.pipeline.stage_generate.generate_all`): first sequentially (`--lanes 1`,
-this process), then with `--lanes N` (one spawned process per lane), each into its own run
-directory. Printed: the wall time of each (backend starts and, for lanes, process starts
-included), their ratio, how many rows of each arm are identical apart from their timings, and the
-CPU's vendor and ISA as `capsule manifest` records them (host.cpu). On a shared 2-core machine two
-lanes compete for the same cores: read the ratio beside the load, not as a GPU's.
+this process), then with `--lanes N` (one Ray task per lane, on a Ray started here), each into its
+own run directory. Printed: the wall time of each (backend starts and, for lanes, Ray's and the
+workers' starts included), their ratio, how many rows of each arm are identical apart from their
+timings, and the CPU's vendor and ISA as `capsule manifest` records them (host.cpu). On a shared
+2-core machine two lanes compete for the same cores: read the ratio beside the load, not as a GPU's.
 
     .venv/bin/python benchmarks/lanes.py --prompts 4 --max-new-tokens 16
 """

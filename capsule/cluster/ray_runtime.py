@@ -13,6 +13,8 @@ address is tried first, so an address where nothing answers is one error line, n
 retries.
 
 A Ray already running in this process (a test's shared cluster) is used as it is and left running.
+A process that imported Ray before (vLLM imports it) has the loopback switch turned where Ray keeps
+it (`_loopback_switch`), and every Ray started here is checked to have taken the loopback address.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ def ray_session(address: str | None, cpus: int) -> Iterator[Any]:
     if ray.is_initialized():
         yield ray
         return
+    if address is None:
+        _loopback_switch(ray)
     common: dict[str, Any] = {"configure_logging": True, "logging_level": "warning", "log_to_driver": True}
     try:
         if address is None:
@@ -120,9 +124,19 @@ def ray_session(address: str | None, cpus: int) -> Iterator[Any]:
         ray.shutdown()
 
 
+def _loopback_switch(ray: Any) -> None:
+    """Ray reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER once, when it is imported, into
+    `ray._private.ray_constants.ENABLE_RAY_CLUSTER`, which `services.get_node_ip_address` reads at
+    each call: a process that imported Ray before LOCAL_ENV was set (vLLM imports it) gets the same
+    switch turned here. `_check_loopback` still refuses a Ray that listens beyond this host."""
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if constants is not None and getattr(constants, "ENABLE_RAY_CLUSTER", False):
+        constants.ENABLE_RAY_CLUSTER = False
+
+
 def _check_loopback(ray: Any) -> None:
-    """Refuse a local Ray whose node address is not loopback (Ray imported in this process before
-    LOCAL_ENV was set reads the host's address): its servers would listen beyond this host."""
+    """Refuse a local Ray whose node address is not loopback (a Ray that changed how it picks its
+    address, say): its servers would listen beyond this host."""
     addresses = {node.address for node in cluster_nodes(ray)}
     if addresses != {LOOPBACK}:
         raise UnavailableError(

@@ -89,7 +89,8 @@ def arrange(estimate: PlanEstimate, lanes: int, split_loads: bool, most: bool = 
     """The units placed longest first on the least loaded of `lanes` lanes (by minutes expected, or
     at most with `most`; batch shares are cut by the expected minutes either way)."""
     units = _units(estimate, lanes, split_loads, most)
-    placed = place_longest_first([minutes for _, _, minutes in units], lanes)
+    kinds = [estimate.arm(unit[0]).hardware for unit, _, _ in units]
+    placed = place_longest_first([minutes for _, _, minutes in units], lanes, kinds)
     order = [arm.arm for arm in estimate.arms]
     arranged = []
     for lane in placed:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from capsule.costing.devices import Device, DeviceTable, arm_throughput
 from capsule.costing.response_lengths import NOT_MEASURED, LengthModel, length_model
+from capsule.errors import BadInputError
 from capsule.pins import IFEVAL_PROMPTS_N
 from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.backend_types import cuda_index
@@ -80,6 +81,7 @@ class ArmEstimate:
     seconds_most: float
     arithmetic: str
     refused: str = ""  # why it is expected to generate nothing (refused at start or load); "" if it runs
+    hardware: str = ""  # the hardware kind it asks a cluster node for ("" any)
 
     @property
     def minutes_expected(self) -> float:
@@ -123,14 +125,44 @@ class PlanEstimate:
         return sum(self._run_minutes(most))
 
 
-def place_longest_first(weights: list[float], lanes: int) -> list[list[int]]:
+def check_kinds(kinds: list[str], lanes: int) -> list[str]:
+    """The hardware kinds asked for (sorted); BadInputError when they are more than the lanes, as
+    a lane runs on one kind of node."""
+    needed = sorted({kind for kind in kinds if kind})
+    if len(needed) > lanes:
+        raise BadInputError(
+            f"--lanes {lanes}: the plan's arms ask for {len(needed)} hardware kinds ({', '.join(needed)}), "
+            "and a lane runs on one: give at least that many lanes"
+        )
+    return needed
+
+
+def place_longest_first(
+    weights: list[float], lanes: int, kinds: list[str] | None = None
+) -> list[list[int]]:
     """Each item (by index) placed, longest first, on the least loaded of `lanes` lanes (ties: the
     lower lane, then the earlier item); each lane's items in index order. The one placement rule
-    of `plan cost --lanes` and `reproduce --lanes`."""
-    loads = [0.0] * max(1, lanes)
+    of `plan cost --lanes` and `reproduce --lanes`. `kinds`: each item's hardware kind ("" any):
+    a lane holds items of one kind (and any "" items), and a kind takes a new lane only while one is
+    left for every kind not yet placed; BadInputError when the lanes are fewer than the kinds."""
+    count = max(1, lanes)
+    asked = kinds if kinds is not None else [""] * len(weights)
+    needed = check_kinds(asked, count)
+    loads = [0.0] * count
     placed: list[list[int]] = [[] for _ in loads]
+    lane_kind: list[str] = [""] * count
     for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
-        lane = loads.index(min(loads))
+        kind = asked[index]
+        free = [lane for lane in range(count) if not lane_kind[lane]]
+        unplaced = [k for k in needed if k != kind and k not in lane_kind]
+        if kind and kind in lane_kind and len(free) <= len(unplaced):
+            free = []  # the free lanes are kept for the kinds still to come
+        choices = list(range(count))
+        if kind:
+            choices = [lane for lane in choices if lane_kind[lane] == kind] + free
+        lane = min(choices, key=lambda c: (loads[c], c))
+        if kind:
+            lane_kind[lane] = kind
         loads[lane] += weights[index]
         placed[lane].append(index)
     return [sorted(lane) for lane in placed]
@@ -199,7 +231,7 @@ def estimate_plan(
                     arm.name, arm.backend, prompts, arm.max_new_tokens, round(prompts * per_prompt),
                     0 if absent else prompts * arm.max_new_tokens, model.source if model else NOT_MEASURED,
                     rate.tok_per_s, rate.source, device.start_s[arm.backend] if index == 0 else 0.0,
-                    expected_s, most_s, refused or arithmetic, refused,
+                    expected_s, most_s, refused or arithmetic, refused, arm.hardware,
                 )
             )
     order = {a.name: i for i, a in enumerate(plan.arms)}

@@ -3,13 +3,12 @@ and the plain-data form of an arm and of a moment that the arm's records share."
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
 from capsule.generation.batching import Batch
 from capsule.hashing import sha256_json
-from capsule.prereg.plan import Arm
+from capsule.prereg.plan import Arm, arm_record
 
 # Arm fields that do not change rows: caps may be raised to continue a partial arm.
 _BOOKKEEPING = ("description", "max_prompts", "max_wall_minutes")
@@ -21,8 +20,8 @@ def now_iso() -> str:
 
 
 def arm_dict(arm: Arm) -> dict[str, Any]:
-    """The arm as plain JSON-able data."""
-    return dataclasses.asdict(arm)
+    """The arm as plain JSON-able data (`capsule.prereg.plan.arm_record`)."""
+    return arm_record(arm)
 
 
 def arm_identity(

@@ -67,4 +67,4 @@ def placed_units(
     if split:
         counts = [batch_count(plan, run[0]) for run in runs]
         units, priced = split_units(units, priced, starts, counts, lanes)
-    return units, place_longest_first(priced, lanes)
+    return units, place_longest_first(priced, lanes, [unit.arms[0].hardware for unit in units])

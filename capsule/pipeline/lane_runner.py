@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.cluster.ray_runtime import lacking, ray_session, remote_task, task_node
+from capsule.cluster.ray_runtime import cluster_nodes, lacking, ray_session, remote_task, task_node
 from capsule.errors import BadInputError, CapsuleError
 from capsule.pipeline.lanes import Lane
 from capsule.prereg.numerics_env import NUMERICS_ENV
@@ -38,13 +38,21 @@ class LaneMessage:
     exit_code: int = 2
 
 
+HARDWARE_SHARE = 0.01  # of a node's hardware-kind resource, per lane: a node of that kind takes many
+
+
 def lane_resources(lane: Lane, cluster: str | None, cluster_gpus: float) -> dict[str, float]:
     """What a lane asks Ray for: one CPU (a Ray started here has one per lane, so all run at once);
-    on a cluster with GPUs, one GPU too, which Ray then picks and makes the only one the lane sees.
-    Here, `--gpus` pins each lane's GPU itself (`Lane.environment`), so Ray manages none."""
+    on a cluster with GPUs, one GPU too, which Ray then picks and makes the only one the lane sees;
+    and a share of its hardware kind's resource, so it runs only on a node of that kind. Here,
+    everything runs on this host (whatever kind it is: a dry run, rehearsal or probe), and `--gpus`
+    pins each lane's GPU itself (`Lane.environment`), so Ray manages neither."""
+    needs = {"CPU": 1.0}
     if cluster is not None and cluster_gpus > 0:
-        return {"CPU": 1.0, "GPU": 1.0}
-    return {"CPU": 1.0}
+        needs["GPU"] = 1.0
+    if cluster is not None and lane.hardware:
+        needs[lane.hardware] = HARDWARE_SHARE
+    return needs
 
 
 CAPSULE_ENV_PREFIX = "CAPSULE_"
@@ -75,10 +83,12 @@ def run_lanes(
         missing = sorted({name for need in needs for name in lacking(ray, need)})
         if missing:
             raise BadInputError(
-                f"no node of the Ray cluster has {', '.join(missing)} for a lane; add such a node "
-                "or run fewer resources per lane (docs/cluster.md)"
+                f"no node of the Ray cluster has {', '.join(missing)} for a lane; start a node with it "
+                "(`ray start --address ... --resources`, docs/cluster.md), then run the same command again"
             )
         digests = fingerprint(ray) if fingerprint is not None and cluster is not None else None
+        if cluster is not None:
+            say(f"lanes on the Ray cluster at {cluster}: {len(cluster_nodes(ray))} node(s)")
         _run_on_ray(ray, lanes, needs, target, job, say, lane_env() if env is None else env, digests)
 
 
@@ -91,7 +101,9 @@ def _run_on_ray(
     messages = Queue(actor_options={"num_cpus": 0})  # so it takes no lane's CPU
     refs = {}
     for lane, need in zip(lanes, needs, strict=True):
-        say(f"lane {lane.number} on {lane.device}: {lane.describe()}")
+        kind = f" [{lane.hardware}]" if lane.hardware else ""
+        where = "a node of the cluster" if digests is not None else lane.device
+        say(f"lane {lane.number} on {where}{kind}: {lane.describe()}")
         task = remote_task(ray, _lane_entry, f"capsule-lane-{lane.number}", need)
         refs[lane.number] = task.remote(target, job, lane, messages, env, os.getcwd(), digests)
     ended: dict[int, LaneMessage] = {}
@@ -167,8 +179,9 @@ def _lane_entry(
             os.environ[name] = value
     os.environ.update(lane.environment)
     device = lane.device
-    if gpu_ids := ray.get_gpu_ids():  # a cluster's GPU, picked by Ray
-        device = f"cuda:{gpu_ids[0]}"
+    if digests is not None:  # on a cluster: the GPU Ray picked on this node, or its CPU
+        gpu_ids = ray.get_gpu_ids()
+        device = f"cuda:{gpu_ids[0]}" if gpu_ids else "cpu"
     digest = digests[node] if digests is not None else None
     target(job, dataclasses.replace(lane, device=device, node=node, manifest_digest=digest), messages)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capsule.cluster.ray_runtime import check_reachable
+from capsule.costing.sizing import check_kinds
 from capsule.errors import BadInputError
 from capsule.machine.gpu import probe_gpus
 from capsule.pipeline.lane_pricing import Weights, placed_units
@@ -61,6 +62,7 @@ class Lane:
     device: str  # "cpu", "gpu" (shared, as seen) or "cuda:<NVML index>"
     arms: tuple[str, ...]
     shards: tuple[tuple[str, Shard], ...] = ()
+    hardware: str = ""  # the hardware kind (a Ray node resource) its arms ask for ("" any node)
     node: str | None = None  # the Ray node it runs on, once it runs
     manifest_digest: str | None = None  # that node's manifest, on a cluster (None: the run's)
 
@@ -102,6 +104,7 @@ def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) 
     `gpu_count`: NVML's (None: probe). With `--cluster`: `--gpus` (Ray picks each lane's GPU there),
     fewer than two lanes, and an address where nothing answers are refused too."""
     check_lane_count(plan, options.count)
+    check_kinds([arm.hardware for arm in plan.arms], options.count)
     if options.cluster is not None:
         if options.gpus:
             raise BadInputError("--cluster: Ray gives each lane its GPU on the cluster; leave out --gpus")
@@ -135,6 +138,18 @@ def check_lanes(plan: Plan, options: LaneOptions, gpu_count: int | None = None) 
         )
 
 
+def check_hardware(plan: Plan, options: LaneOptions, recorded: bool) -> None:
+    """Refuse a recorded run of a plan whose arms ask for a hardware kind without `--cluster`: only
+    Ray on a cluster places an arm by hardware, and on this host alone the arm would run on whatever
+    this host is, under a name that says otherwise (a dry run, rehearsal or probe runs them here)."""
+    asking = [arm.name for arm in plan.arms if arm.hardware]
+    if recorded and asking and options.cluster is None:
+        raise BadInputError(
+            f"arm(s) {', '.join(asking[:4])} ask for a hardware kind, which only lanes on a Ray cluster "
+            "place: run with --lanes N --cluster HOST:PORT (docs/cluster.md)"
+        )
+
+
 def _listed(indices: tuple[int, ...]) -> str:
     return ",".join(str(index) for index in indices)
 
@@ -161,8 +176,10 @@ def assign_lanes(
         else:
             device = SHARED_GPU if gpu_names else CPU_DEVICE
         names = {name for index in indices for name in units[index].names}
+        hardware = next((units[i].arms[0].hardware for i in indices if units[i].arms[0].hardware), "")
         shares = gather_shares([(units[index].names[0], units[index].shard) for index in indices])
-        lanes.append(
-            Lane(len(lanes) + 1, device, tuple(sorted(names, key=order.index)), tuple(sorted(shares.items())))
-        )
+        lanes.append(Lane(
+            len(lanes) + 1, device, tuple(sorted(names, key=order.index)), tuple(sorted(shares.items())),
+            hardware,
+        ))
     return lanes

@@ -25,7 +25,7 @@ from capsule.artifacts.pinned_prompts import fetch_prompts
 from capsule.errors import BadInputError, VerificationError
 from capsule.generation.backends import ENDPOINT_KEY_ENV
 from capsule.hashing import sha256_file
-from capsule.pipeline.lanes import LaneOptions, check_lanes
+from capsule.pipeline.lanes import LaneOptions, check_hardware, check_lanes
 from capsule.pipeline.opening import (
     OpenRun,
     Say,
@@ -130,6 +130,7 @@ def reproduce(options: ReproduceOptions, say: Say) -> ReproduceResult:
 
     sealed = _load_for(options)
     plan, seal, ledger = sealed.plan, sealed.seal, sealed.ledger
+    check_hardware(plan, options.lanes, options.recorded)
     if options.lanes != LaneOptions():
         check_lanes(plan, options.lanes)  # bad lanes or GPUs: refused before anything is written
     signer, key_line = load_signing_key(options.signing_key)  # fail on a bad key before hours of work

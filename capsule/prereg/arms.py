@@ -7,6 +7,8 @@ agree by construction. `capsule.prereg.loader` calls `parse_arm` for each arm of
 
 from __future__ import annotations
 
+import re
+
 from capsule.prereg.backend_options import check_options
 from capsule.prereg.backend_specs import BACKENDS
 from capsule.prereg.limits import BATCH_SIZE, MAX_NEW_TOKENS
@@ -52,8 +54,9 @@ ARM_KEYS = (
         "backend_options",
         "env",
     ),
-    ("max_prompts", "max_wall_minutes", "description"),
+    ("max_prompts", "max_wall_minutes", "description", "hardware"),
 )
+HARDWARE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")  # a Ray resource name
 DECODING_KEYS = (
     ("mode", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "repetition_penalty"),
     (),
@@ -125,4 +128,15 @@ def parse_arm(s: Section) -> Arm:
         max_prompts=s.integer("max_prompts", 0, default=0),
         max_wall_minutes=s.number("max_wall_minutes", 0.0, 1e6, default=0.0),
         description=s.text("description", default=""),
+        hardware=_hardware(s),
     )
+
+
+def _hardware(s: Section) -> str:
+    hardware = s.text("hardware", default="")
+    if hardware and not HARDWARE_RE.fullmatch(hardware):
+        raise s.fail(
+            f"hardware {hardware!r} is not a Ray resource name (letters, digits, _ . : -, at most 64): "
+            "e.g. \"accelerator_type:H100\" or a custom resource the nodes are started with (docs/cluster.md)"
+        )
+    return hardware

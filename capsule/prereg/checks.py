@@ -47,6 +47,7 @@ def _blank(arm: Arm, fields: tuple[str, ...]) -> Arm:
         "backend": "fake",
         "backend_options": {},
         "env": {},
+        "hardware": "",
     }
     return replace(arm, **{f: neutral[f] for f in _BOOKKEEPING + fields})
 
@@ -102,9 +103,18 @@ def check_backends(plan: Plan, where: str, control: Control, arms: list[Arm]) ->
 
 
 def check_devices(plan: Plan, where: str, control: Control, arms: list[Arm]) -> None:
-    """A cross-device control: one arm on two devices (hf `device`: unset, the default device, or
-    cuda:0, against cuda:1); the backend options may differ in `device` only. A device the host
-    lacks refuses that arm at load (`capsule.generation.backends.hf`), so the control reads not run."""
+    """A cross-device control: one arm on two devices. Either two hardware kinds of Ray cluster node
+    (`hardware`, each arm naming its own; any backend, the backend options equal; docs/cluster.md),
+    or on one host hf's `device` (unset, the default device, or cuda:0, against cuda:1), the backend
+    options differing in `device` only: a device the host lacks refuses that arm at load
+    (`capsule.generation.backends.hf`), so the control reads not run."""
+    kinds = [arm.hardware for arm in arms]
+    if kinds[0] != kinds[1]:
+        if not all(kinds):
+            raise _fail(plan, where, "cross-device arms on two hardware kinds must each name theirs")
+        if arms[0].backend_options != arms[1].backend_options:
+            raise _fail(plan, where, "cross-device arms on two hardware kinds need the same backend_options")
+        return
     a, b = (dict(arm.backend_options) for arm in arms)
     if not all("device" in SPECS[arm.backend].options for arm in arms):
         raise _fail(plan, where, "cross-device arms must use the hf backend (its `device` option)")

@@ -86,7 +86,7 @@ KINDS: tuple[ControlKind, ...] = (
     ControlKind(
         name="cross_device",
         arms=(2, 2),
-        may_differ=("backend_options",),
+        may_differ=("backend_options", "hardware"),
         keys=_GENERATION_KEYS,
         optional=("description",),
         title="cross-device contrast",

@@ -19,8 +19,9 @@ from capsule.prereg.plan import Arm, Plan
 def reuse_key(arm: Arm) -> tuple[Any, ...]:
     """Arms with equal keys can share one loaded backend; a different key needs a new instance.
 
-    Load-time settings: backend, dtype, backend_options, env (read when the engine starts) and, for
-    vLLM and a launched server, batch_size (max_num_seqs is fixed when the engine is built). hf takes
+    Load-time settings: backend, dtype, backend_options, env (read when the engine starts), the
+    hardware it asks for (a cluster node's) and, for vLLM and a launched server, batch_size
+    (max_num_seqs is fixed when the engine is built). hf takes
     the batch size per call, so hf arms differing only in batch size, decoding, seed or thinking share
     a model. The arm seed is not load-time: every backend seeds each request itself, and vLLM's
     engine is built with one fixed seed for all arms (`vllm.ENGINE_SEED`, recorded by its `describe()`).
@@ -28,7 +29,7 @@ def reuse_key(arm: Arm) -> tuple[Any, ...]:
     batch = arm.batch_size if SPECS[arm.backend].on_vllm else None
     options = tuple(sorted((k, repr(v)) for k, v in arm.backend_options.items()))
     env = tuple(sorted(arm.env.items()))
-    return (arm.backend, arm.dtype, options, env, batch)
+    return (arm.backend, arm.dtype, options, env, batch, arm.hardware)
 
 
 def engine_runs(arms: tuple[Arm, ...] | list[Arm]) -> list[list[Arm]]:

@@ -8,6 +8,7 @@ live in `capsule.prereg.loader`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -101,6 +102,7 @@ class Arm:
     max_prompts: int = 0  # cost cap, 0 = none; a capped arm is marked partial
     max_wall_minutes: float = 0.0  # cost cap, 0 = none
     description: str = ""
+    hardware: str = ""  # a Ray node resource a lane on a cluster must have to run it ("": any node)
 
 
 @dataclass(frozen=True)
@@ -168,3 +170,15 @@ class Plan:
             if arm.name == name:
                 return arm
         raise KeyError(name)
+
+
+#: Arm fields added after runs were committed, at their default: an arm's record leaves them out
+#: there, so the records (and identities) of runs made before them stand.
+LATER_ARM_FIELDS: dict[str, object] = {"hardware": ""}
+
+
+def arm_record(arm: Arm) -> dict[str, object]:
+    """The arm as plain JSON-able data, the fields of `LATER_ARM_FIELDS` left out at their default."""
+    record = dataclasses.asdict(arm)
+    return {key: value for key, value in record.items()
+            if key not in LATER_ARM_FIELDS or value != LATER_ARM_FIELDS[key]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from capsule.run_dir import PUBLIC_KEY
 pytestmark = [pytest.mark.slow, pytest.mark.starts]
 SMOKE = "prereg/smoke-v2"
 TIMING = ("elapsed_s",)
+HARDWARE_ARMS = ("hf-fp32-b1", "hf-fp32-b4")
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +137,47 @@ def test_a_lane_killed_mid_arm_on_the_cluster_loses_nothing_and_the_rerun_resume
     sequential = _reproduce(repo_copy, "--results", str(tmp_path / "one"))
     assert sequential.returncode == 0, sequential.stderr
     assert _rows(run) == _rows(_run_dir(tmp_path / "one"))
+
+
+def _seal_with_hardware(repo: Path, kind: str) -> str:
+    """smoke-v2 as a new plan whose fp32 transformers arms (HARDWARE_ARMS: the two arms of one batch
+    control, which may differ only in batch size) ask for the hardware kind `kind`, sealed in the
+    copy's ledger; its directory."""
+    directory = repo / "prereg" / f"smoke-{kind}"
+    shutil.copytree(repo / SMOKE, directory)
+    text = (directory / "plan.toml").read_text(encoding="utf-8")
+    text = text.replace('name = "smoke"', f'name = "smoke-{kind}"', 1)
+    text = re.sub(r'^(amends|amend_reason) = .*\n', "", text, flags=re.M)  # a new plan, not an amendment
+    for arm in HARDWARE_ARMS:
+        text = text.replace(f'name = "{arm}"\n', f'name = "{arm}"\nhardware = "{kind}"\n', 1)
+    (directory / "plan.toml").write_text(text, encoding="utf-8")
+    relative = str(directory.relative_to(repo))
+    sealed = subprocess.run(
+        [sys.executable, "-m", "capsule", "prereg", "seal", relative, "--note", "test"],
+        cwd=repo, capture_output=True, text=True, timeout=60,
+    )
+    assert sealed.returncode == 0, sealed.stderr
+    return relative
+
+
+def test_an_arm_asking_for_a_hardware_kind_runs_on_a_node_of_that_kind(
+    cluster: Any, repo_copy: Path, tmp_path: Path
+) -> None:
+    (worker,) = cluster.worker_nodes  # the node with "hw-b"
+    plan = _seal_with_hardware(repo_copy, "hw-b")
+    laned = _reproduce(repo_copy, "--plan", plan, "--results", str(tmp_path), "--lanes", "2",
+                       "--cluster", cluster.address)
+    assert laned.returncode == 0, laned.stderr
+    assert " [hw-b]: " in laned.stderr, laned.stderr
+    (run,) = (tmp_path / "smoke-hw-b").iterdir()
+    for arm in HARDWARE_ARMS:
+        meta = json.loads((run / "generations" / f"{arm}.meta.json").read_text())
+        assert {segment["node"] for segment in meta["segments"]} == {worker.node_id}
+        assert meta["arm"]["hardware"] == "hw-b"
+    absent = _seal_with_hardware(repo_copy, "hw-c")
+    refused = _reproduce(repo_copy, "--plan", absent, "--results", str(tmp_path), "--lanes", "2",
+                         "--cluster", cluster.address)
+    assert refused.returncode == 2, refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "no node of the Ray cluster has hw-c" in errors[0], refused.stderr
+    assert not list((tmp_path / "smoke-hw-c").glob("*/generations/*.jsonl"))  # before any arm
