@@ -47,7 +47,7 @@ def fingerprint_nodes(
     digests = {driver: manifest_digest(recorded)}
     for node in others:
         manifest = built[node.node_id]
-        _check_same_inputs(node, manifest, recorded)
+        check_same_inputs(node, manifest, recorded)
         digest = manifest_digest(manifest)
         path = run.node_manifest(digest)
         path.parent.mkdir(exist_ok=True)
@@ -57,7 +57,9 @@ def fingerprint_nodes(
     return digests
 
 
-def _check_same_inputs(node: Node, manifest: dict[str, Any], recorded: dict[str, Any]) -> None:
+def check_same_inputs(node: Node, manifest: dict[str, Any], recorded: dict[str, Any]) -> None:
+    """Refuse (BadInputError naming the node) a node manifest whose model or prompt files are not
+    the run's."""
     differing = differing_inputs(manifest, recorded)
     if differing:
         raise BadInputError(

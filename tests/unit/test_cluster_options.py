@@ -89,3 +89,18 @@ def _ray_pids() -> list[int]:
         if any(name in text for name in names):
             found.append(process.pid)
     return found
+
+
+def test_a_node_whose_model_or_prompts_differ_is_named_before_any_lane() -> None:
+    from capsule.cluster.ray_runtime import Node
+    from capsule.machine.manifest import differing_inputs
+    from capsule.pipeline.lane_nodes import check_same_inputs
+
+    run = {"model": {"tree_sha256": "a"}, "data": {"prompts": {"sha256": "p"}}, "host": {"cpu": "x"}}
+    same = {**run, "host": {"cpu": "y"}}  # another machine, the same inputs
+    assert differing_inputs(same, run) == []
+    other = {**run, "model": {"tree_sha256": "b"}}
+    assert differing_inputs(other, run) == ["model"]
+    node = Node("f" * 56, "10.0.0.7", {"CPU": 8.0})
+    with pytest.raises(BadInputError, match=r"Ray node 10\.0\.0\.7 \(ffffffffffff\): its model files differ"):
+        check_same_inputs(node, other, run)
