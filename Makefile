@@ -52,7 +52,7 @@ reproduce: fetch  ## run the embedded default study end to end (resumes an inter
 # 147 s, and one busy core beside it made 51 s into 233 s.
 TEST_WORKERS ?= 2
 FAST_TIER := $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)
-SLOW_TIER := $(PY) -m pytest -q -m "slow and starts" -n 2 $(PYTEST_ARGS) && \
+SLOW_TIER := $(PY) -m pytest -q -m "slow and starts" -n 2 --dist loadgroup $(PYTEST_ARGS) && \
 	$(PY) -m pytest -q -m "slow and not starts" $(PYTEST_ARGS)
 
 test: fetch  ## the whole suite: the fast tier, then real-model integration tests under both backends

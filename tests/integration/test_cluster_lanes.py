@@ -4,7 +4,8 @@ node started here, each with one CPU and its own custom resource standing for a 
 the sequential run's, each arm's sidecar naming the node it ran on, the worker node's manifest in
 the run, the bundle verifying (and refused, signed again, without that manifest or with it edited);
 a lane's worker killed mid-arm loses no row and the rerun resumes.
-Slow (starts: the cluster, and a driver process per run); the cluster is shared by the module."""
+Slow (starts: the cluster, and a driver process per run); the cluster is shared by the module, whose
+tests `make test` keeps on one pytest-xdist worker (`--dist loadgroup`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from capsule.faults import KILL_AT_ENV
 from capsule.pipeline.resign import sign_again
 from capsule.run_dir import PUBLIC_KEY
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts]
+pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.xdist_group("ray-cluster")]  # one cluster
 SMOKE = "prereg/smoke-v2"
 TIMING = ("elapsed_s",)
 HARDWARE_ARMS = ("hf-fp32-b1", "hf-fp32-b4")
