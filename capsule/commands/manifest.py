@@ -70,15 +70,21 @@ def manifest(
     show_default=True,
     help="Exit 1 when a difference that can change numerics exists.",
 )
+@click.option(
+    "--arm", default=None, metavar="NAME",
+    help="Run directories: the machine that generated this arm in each (a cluster node's, with lanes).",
+)
 @ledger_option("The ledger a run directory is verified against (it must exist).")
 @pinned_keys_option("Pin the public key PEM that signed a run directory (repeatable), as `verify --key`.")
-def diff(a: Path, b: Path, as_json: bool, fail_on: str, ledger_path: Path, keys: tuple[Path, ...]) -> None:
+def diff(
+    a: Path, b: Path, as_json: bool, fail_on: str, arm: str | None, ledger_path: Path, keys: tuple[Path, ...]
+) -> None:
     """Compare two manifests (files, or run directories, whose runs are verified first as `capsule
     verify` checks them): what can change numerics, and what cannot. Exit 3 for a run directory that
     is unsigned or fails verification."""
     from capsule.evidence.run_manifests import diff_side
 
-    side_a, side_b = diff_side(a, ledger_path, keys), diff_side(b, ledger_path, keys)
+    side_a, side_b = diff_side(a, ledger_path, keys, arm), diff_side(b, ledger_path, keys, arm)
     for label, side in (("A", side_a), ("B", side_b)):
         click.echo(f"{label}: {side.trust}", err=True)
     result = diff_manifests(side_a.manifest, side_b.manifest)

@@ -5,6 +5,9 @@ read as it is and labelled unverified. A run directory's manifest is the signed 
 machine that made the run, so the run is verified first exactly as `compare` verifies a side
 (`capsule.evidence.compare.verify_side`: signature, every file, the ledger's trust rule, no dry run):
 a run whose manifest was edited after signing, or that is not signed, is refused, not diffed.
+With `--arm`, a run directory's side is the manifest of the machine that generated that arm: the
+run's own, or the Ray node's it holds (`nodes/<digest>.json`, lanes on a cluster: docs/cluster.md),
+as the arm's sidecar segments name it (verify has checked that the run holds it).
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capsule.errors import VerificationError
+from capsule.errors import BadInputError, VerificationError
 from capsule.evidence.compare import verify_side
-from capsule.machine.manifest import load_manifest
+from capsule.generation.arm_sidecar import ImportedSidecar, load_sidecar
+from capsule.machine.manifest import load_manifest, manifest_digest
 from capsule.run_dir import RunDir
 
 
@@ -28,11 +32,14 @@ class DiffSide:
     trust: str
 
 
-def diff_side(path: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> DiffSide:
+def diff_side(path: Path, ledger_path: Path, keys: Sequence[Path] = (), arm: str | None = None) -> DiffSide:
     """The manifest at `path` (a manifest file, or a run directory whose run must verify against
-    `ledger_path`, `keys` pinned as `verify --key`), with its trust line. VerificationError (exit 3)
-    for an unsigned or failing run directory; BadInputError (exit 2) for a dry run or a bad file."""
+    `ledger_path`, `keys` pinned as `verify --key`; with `arm`, the manifest of the machine that
+    generated that arm), with its trust line. VerificationError (exit 3) for an unsigned or failing
+    run directory; BadInputError (exit 2) for a dry run, a bad file, or an `arm` it cannot answer."""
     if not path.is_dir():
+        if arm is not None:
+            raise BadInputError(f"{path}: --arm reads a run directory's arm records; give a run directory")
         return DiffSide(load_manifest(path), "a manifest file, not verified (a run directory's is)")
     run = RunDir(path)
     if not run.manifest.is_file():  # not a run directory at all: the reader's one-line refusal (exit 2)
@@ -43,4 +50,29 @@ def diff_side(path: Path, ledger_path: Path, keys: Sequence[Path] = ()) -> DiffS
             f"that made it; diff a signed run, or its manifest file as a plain file ({run.manifest})"
         )
     summary = verify_side(path, ledger_path, keys)
-    return DiffSide(load_manifest(path), f"run {summary.run_id} verified, trusted {summary.trusted_by}")
+    trust = f"run {summary.run_id} verified, trusted {summary.trusted_by}"
+    if arm is None:
+        return DiffSide(load_manifest(path), trust)
+    digest = _arm_machine(run, arm)
+    if digest == manifest_digest(load_manifest(path)):
+        return DiffSide(load_manifest(path), f"{trust}; arm {arm} on the run's machine")
+    node = load_manifest(run.node_manifest(digest))
+    return DiffSide(node, f"{trust}; arm {arm} on Ray node manifest {digest[:12]}")
+
+
+def _arm_machine(run: RunDir, arm: str) -> str:
+    """The manifest digest of the one machine that generated `arm` in `run`."""
+    path = run.generations_meta(arm)
+    if not path.is_file():
+        raise BadInputError(f"{run.path}: has no arm {arm!r} ({path.name} is missing); name one of its arms")
+    sidecar = load_sidecar(path)
+    if isinstance(sidecar, ImportedSidecar):
+        raise BadInputError(f"{path}: imported samples, generated on no machine of this run's")
+    digests = sorted({segment.manifest_digest for segment in sidecar.segments})
+    if len(digests) > 1:
+        listed = ", ".join(digest[:12] for digest in digests)
+        raise BadInputError(
+            f"{path}: arm {arm} was generated on {len(digests)} machines ({listed}); diff their "
+            f"manifests as files ({run.path.name}/nodes/<digest>.json, or manifest.json)"
+        )
+    return digests[0]
