@@ -92,6 +92,18 @@ class ArmComparison:
 
 
 @dataclass(frozen=True)
+class ArmMachines:
+    """An arm that lanes on a Ray cluster generated on another node than its run's machine (in A or
+    B): the machine on each side (`run` or `node <digest>`, or how many machines), and the
+    numerics-relevant differences between the two where each side is one machine."""
+
+    arm: str
+    a: str
+    b: str
+    causes: tuple[Difference, ...]
+
+
+@dataclass(frozen=True)
 class RunComparison:
     """Everything `capsule compare` found about two runs of one plan."""
 
@@ -101,6 +113,7 @@ class RunComparison:
     comparisons: dict[str, VerdictPair]  # every sealed comparison, by name, sorted
     arms: tuple[ArmComparison, ...]  # plan order
     candidate_causes: tuple[Difference, ...]  # the manifests' numerics-relevant differences
+    arm_machines: tuple[ArmMachines, ...] = ()  # arms generated on other Ray nodes than their run's machine
 
     def named(self, names: tuple[str, str]) -> RunComparison:
         """This comparison with its runs' paths replaced by `names` (as a marker or a user wrote them)."""
@@ -117,6 +130,7 @@ class RunComparison:
             "comparisons": {name: pair.to_json() for name, pair in self.comparisons.items()},
             "arms": [asdict(arm) for arm in self.arms],
             "candidate_causes": [asdict(cause) for cause in self.candidate_causes],
+            **({"arm_machines": [asdict(arm) for arm in self.arm_machines]} if self.arm_machines else {}),
         }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from capsule.analysis.codec import read_analysis
 from capsule.analysis.compare import (
     LABELS,
+    ArmMachines,
     RunComparison,
     RunSide,
     claim_verdicts,
@@ -26,12 +27,13 @@ from capsule.analysis.compare import (
     comparison_verdicts,
 )
 from capsule.errors import BadInputError, VerificationError
+from capsule.evidence.arm_machines import arm_digests, machine_manifest, on_nodes
 from capsule.evidence.bundle_index import PlanRef, read_index_or_none
 from capsule.evidence.finished import check_complete, check_not_dry_run
 from capsule.evidence.signing import fingerprint_of, read_public_key
 from capsule.evidence.verify import VerifySummary, verify_run, verify_unrecorded
-from capsule.machine.diff import NUMERICS, diff_manifests
-from capsule.machine.manifest import load_manifest
+from capsule.machine.diff import NUMERICS, Difference, diff_manifests
+from capsule.machine.manifest import load_manifest, manifest_digest
 from capsule.prereg.ledger import Ledger
 from capsule.report.comparison import COMPARISON_BLOCKS
 from capsule.run_dir import RunDir
@@ -168,7 +170,33 @@ def compare_runs(run_a: Path, run_b: Path, *, ledger_path: Path, keys: Sequence[
         comparison_verdicts(analysis_a, analysis_b),
         compare_arms(analysis_a, arm_names, *dirs),
         tuple(diff_manifests(_manifest(dirs[0]), _manifest(dirs[1])).in_category(NUMERICS)),
+        per_arm_machines(dirs, arm_names),
     )
+
+
+def per_arm_machines(dirs: tuple[RunDir, RunDir], arms: Sequence[str]) -> tuple[ArmMachines, ...]:
+    """Each arm that either run generated on another Ray node than its own machine
+    (`capsule.evidence.arm_machines`), with the two machines and, where each side is one machine,
+    their numerics-relevant differences. Empty for runs made on one machine each."""
+    found = []
+    for arm in arms:
+        if not any(on_nodes(run, arm) for run in dirs):
+            continue
+        digests = [arm_digests(run, arm) for run in dirs]
+        labels = [_machine_label(run, held) for run, held in zip(dirs, digests, strict=True)]
+        causes: tuple[Difference, ...] = ()
+        if all(len(held) == 1 for held in digests):
+            a, b = (machine_manifest(run, held[0]) for run, held in zip(dirs, digests, strict=True))
+            causes = tuple(diff_manifests(a, b).in_category(NUMERICS))
+        found.append(ArmMachines(arm, labels[0], labels[1], causes))
+    return tuple(found)
+
+
+def _machine_label(run: RunDir, digests: tuple[str, ...]) -> str:
+    if len(digests) > 1:
+        return f"{len(digests)} machines"
+    own = manifest_digest(_manifest(run))
+    return "run" if digests[0] == own else f"node {digests[0][:12]}"
 
 
 def comparison_renderer(ledger_path: Path, keys: Sequence[Path] = ()

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from capsule.errors import BadInputError, VerificationError
+from capsule.evidence.arm_machines import machine_manifest, one_machine
 from capsule.evidence.compare import verify_side
-from capsule.generation.arm_sidecar import ImportedSidecar, load_sidecar
 from capsule.machine.manifest import load_manifest, manifest_digest
 from capsule.run_dir import RunDir
 
@@ -53,26 +53,7 @@ def diff_side(path: Path, ledger_path: Path, keys: Sequence[Path] = (), arm: str
     trust = f"run {summary.run_id} verified, trusted {summary.trusted_by}"
     if arm is None:
         return DiffSide(load_manifest(path), trust)
-    digest = _arm_machine(run, arm)
+    digest = one_machine(run, arm)
     if digest == manifest_digest(load_manifest(path)):
         return DiffSide(load_manifest(path), f"{trust}; arm {arm} on the run's machine")
-    node = load_manifest(run.node_manifest(digest))
-    return DiffSide(node, f"{trust}; arm {arm} on Ray node manifest {digest[:12]}")
-
-
-def _arm_machine(run: RunDir, arm: str) -> str:
-    """The manifest digest of the one machine that generated `arm` in `run`."""
-    path = run.generations_meta(arm)
-    if not path.is_file():
-        raise BadInputError(f"{run.path}: has no arm {arm!r} ({path.name} is missing); name one of its arms")
-    sidecar = load_sidecar(path)
-    if isinstance(sidecar, ImportedSidecar):
-        raise BadInputError(f"{path}: imported samples, generated on no machine of this run's")
-    digests = sorted({segment.manifest_digest for segment in sidecar.segments})
-    if len(digests) > 1:
-        listed = ", ".join(digest[:12] for digest in digests)
-        raise BadInputError(
-            f"{path}: arm {arm} was generated on {len(digests)} machines ({listed}); diff their "
-            f"manifests as files ({run.path.name}/nodes/<digest>.json, or manifest.json)"
-        )
-    return digests[0]
+    return DiffSide(machine_manifest(run, digest), f"{trust}; arm {arm} on Ray node manifest {digest[:12]}")

@@ -181,8 +181,29 @@ def render_comparison(comparison: RunComparison) -> str:
         "## Candidate causes: manifest differences that can change numerics",
         "",
         *_cause_rows(comparison),
+        *_arm_machine_rows(comparison),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _arm_machine_rows(comparison: RunComparison) -> list[str]:
+    """The arms lanes on a Ray cluster generated on another node than their run's machine, each with
+    the two machines and their numerics-relevant differences (nothing for runs of one machine each)."""
+    if not comparison.arm_machines:
+        return []
+    lines = [
+        "",
+        "## Arms generated on other Ray nodes: the two machines, and what differs that can change numerics",
+        "",
+        "| arm | A | B | differences |",
+        "|---|---|---|---|",
+    ]
+    for arm in comparison.arm_machines:
+        causes = ", ".join(f"`{cause.path}`" for cause in arm.causes) or (
+            "none" if "machines" not in arm.a + arm.b else "not diffed (several machines on one side)"
+        )
+        lines.append(f"| {arm.arm} | {arm.a} | {arm.b} | {causes} |")
+    return lines
 
 
 def comparison_block(comparison: RunComparison) -> str:

@@ -4,7 +4,6 @@ started here listens on loopback only."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 from pathlib import Path
@@ -106,39 +105,3 @@ def test_a_node_whose_model_or_prompts_differ_is_named_before_any_lane() -> None
     with pytest.raises(BadInputError, match=r"Ray node 10\.0\.0\.7 \(ffffffffffff\): its model files differ"):
         check_same_inputs(node, other, run)
 
-
-def test_manifest_diff_arm_reads_the_machine_that_generated_the_arm(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from types import SimpleNamespace
-
-    from capsule.evidence import run_manifests
-    from capsule.machine.manifest import build_manifest, manifest_digest, write_manifest
-    from capsule.run_dir import RunDir
-
-    run = RunDir(tmp_path / "run")
-    run.generations_dir.mkdir(parents=True)
-    own = build_manifest(model_dir=None, prompts_path=None)
-    node = {**own, "capture": {**own["capture"], "created_at": "2026-12-07T00:00:00Z"}}
-    write_manifest(run.manifest, own)
-    digest = manifest_digest(node)
-    run.node_manifest(digest).parent.mkdir()
-    write_manifest(run.node_manifest(digest), node)
-    run.envelope.write_text("{}")
-    mine = manifest_digest(own)
-    for arm, digests in {"here": [mine], "there": [digest], "both": [digest, mine]}.items():
-        segments = [{"started_at": "t", "manifest_digest": d} for d in digests]
-        run.generations_meta(arm).write_text(json.dumps({
-            "arm": {}, "identity": {}, "identity_sha256": "i", "plan_hash": "p", "started_at": "t",
-            "manifest_digest": digests[-1], "status": "complete", "segments": segments,
-        }))
-    monkeypatch.setattr(run_manifests, "verify_side", lambda *_: SimpleNamespace(run_id="r", trusted_by="k"))
-    assert run_manifests.diff_side(run.path, tmp_path / "ledger", arm="here").manifest == own
-    there = run_manifests.diff_side(run.path, tmp_path / "ledger", arm="there")
-    assert there.manifest == node and f"Ray node manifest {digest[:12]}" in there.trust
-    with pytest.raises(BadInputError, match="generated on 2 machines"):
-        run_manifests.diff_side(run.path, tmp_path / "ledger", arm="both")
-    with pytest.raises(BadInputError, match="has no arm 'nowhere'"):
-        run_manifests.diff_side(run.path, tmp_path / "ledger", arm="nowhere")
-    with pytest.raises(BadInputError, match="give a run directory"):
-        run_manifests.diff_side(run.manifest, tmp_path / "ledger", arm="here")
