@@ -154,8 +154,8 @@ def cluster_nodes(ray: Any) -> list[Node]:
     ]
 
 
-def task_node(ray: Any) -> str:
-    """The id of the node the calling task runs on."""
+def current_node(ray: Any) -> str:
+    """The id of the node the calling process runs on (a lane's task, or the driver)."""
     return str(ray.get_runtime_context().get_node_id())
 
 
@@ -178,11 +178,6 @@ def remote_task(ray: Any, function: Callable[..., None], name: str, resources: M
     return ray.remote(max_calls=1, max_retries=0)(function).options(
         name=name, num_cpus=cpus, num_gpus=gpus, resources=custom or None,
     )
-
-
-def driver_node(ray: Any) -> str:
-    """The id of the node this (driver) process is attached to."""
-    return str(ray.get_runtime_context().get_node_id())
 
 
 def on_each_node(ray: Any, nodes: list[Node], function: Callable[..., Any], *args: Any) -> dict[str, Any]:

@@ -26,12 +26,6 @@ def arm_digests(run: RunDir, arm: str) -> tuple[str, ...]:
     return tuple(sorted({segment.manifest_digest for segment in sidecar.segments}))
 
 
-def on_nodes(run: RunDir, arm: str) -> bool:
-    """Whether any part of `arm` was generated on another Ray node than the run's own machine."""
-    own = manifest_digest(load_manifest(run.path))
-    return any(digest != own for digest in arm_digests(run, arm))
-
-
 def machine_manifest(run: RunDir, digest: str) -> dict[str, Any]:
     """The manifest of the machine with `digest` in `run`: its own, or a node's it holds."""
     own = load_manifest(run.path)

@@ -27,7 +27,7 @@ from capsule.analysis.compare import (
     comparison_verdicts,
 )
 from capsule.errors import BadInputError, VerificationError
-from capsule.evidence.arm_machines import arm_digests, machine_manifest, on_nodes
+from capsule.evidence.arm_machines import arm_digests, machine_manifest
 from capsule.evidence.bundle_index import PlanRef, read_index_or_none
 from capsule.evidence.finished import check_complete, check_not_dry_run
 from capsule.evidence.signing import fingerprint_of, read_public_key
@@ -178,12 +178,13 @@ def per_arm_machines(dirs: tuple[RunDir, RunDir], arms: Sequence[str]) -> tuple[
     """Each arm that either run generated on another Ray node than its own machine
     (`capsule.evidence.arm_machines`), with the two machines and, where each side is one machine,
     their numerics-relevant differences. Empty for runs made on one machine each."""
+    own = [manifest_digest(_manifest(run)) for run in dirs]
     found = []
     for arm in arms:
-        if not any(on_nodes(run, arm) for run in dirs):
-            continue
         digests = [arm_digests(run, arm) for run in dirs]
-        labels = [_machine_label(run, held) for run, held in zip(dirs, digests, strict=True)]
+        if all(held == (mine,) for held, mine in zip(digests, own, strict=True)):
+            continue  # made on each run's own machine
+        labels = [_machine_label(held, mine) for held, mine in zip(digests, own, strict=True)]
         causes: tuple[Difference, ...] = ()
         if all(len(held) == 1 for held in digests):
             a, b = (machine_manifest(run, held[0]) for run, held in zip(dirs, digests, strict=True))
@@ -192,10 +193,9 @@ def per_arm_machines(dirs: tuple[RunDir, RunDir], arms: Sequence[str]) -> tuple[
     return tuple(found)
 
 
-def _machine_label(run: RunDir, digests: tuple[str, ...]) -> str:
+def _machine_label(digests: tuple[str, ...], own: str) -> str:
     if len(digests) > 1:
         return f"{len(digests)} machines"
-    own = manifest_digest(_manifest(run))
     return "run" if digests[0] == own else f"node {digests[0][:12]}"
 
 

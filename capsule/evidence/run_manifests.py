@@ -51,9 +51,10 @@ def diff_side(path: Path, ledger_path: Path, keys: Sequence[Path] = (), arm: str
         )
     summary = verify_side(path, ledger_path, keys)
     trust = f"run {summary.run_id} verified, trusted {summary.trusted_by}"
+    own = load_manifest(path)
     if arm is None:
-        return DiffSide(load_manifest(path), trust)
+        return DiffSide(own, trust)
     digest = one_machine(run, arm)
-    if digest == manifest_digest(load_manifest(path)):
-        return DiffSide(load_manifest(path), f"{trust}; arm {arm} on the run's machine")
+    if digest == manifest_digest(own):
+        return DiffSide(own, f"{trust}; arm {arm} on the run's machine")
     return DiffSide(machine_manifest(run, digest), f"{trust}; arm {arm} on Ray node manifest {digest[:12]}")

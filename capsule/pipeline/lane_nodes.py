@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from capsule.cluster.ray_runtime import Node, cluster_nodes, driver_node, on_each_node
+from capsule.cluster.ray_runtime import Node, cluster_nodes, current_node, on_each_node
 from capsule.errors import BadInputError
 from capsule.machine.manifest import (
     build_manifest,
@@ -39,7 +39,7 @@ def fingerprint_nodes(
     other node with a CPU, its own manifest, built there and written to `nodes/<digest>.json`.
     BadInputError naming the node when its model or prompt files differ from the run's."""
     recorded = load_manifest(run.path)
-    driver = driver_node(ray)
+    driver = current_node(ray)
     others = [
         node for node in cluster_nodes(ray) if node.node_id != driver and node.resources.get("CPU", 0) > 0
     ]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from capsule.cluster.ray_runtime import cluster_nodes, lacking, ray_session, remote_task, task_node
+from capsule.cluster.ray_runtime import cluster_nodes, current_node, lacking, ray_session, remote_task
 from capsule.errors import BadInputError, CapsuleError
 from capsule.pipeline.lanes import Lane
 from capsule.prereg.numerics_env import NUMERICS_ENV
@@ -154,7 +154,7 @@ def _lane_entry(
     node's manifest digest (`digests`, on a cluster); then the lane."""
     import ray
 
-    node = task_node(ray)
+    node = current_node(ray)
     if digests is not None and node not in digests:
         messages.put(LaneMessage(lane.number, done=True, error=(
             f"Ray node {node[:12]} joined after the run fingerprinted its nodes; run the same command again"
