@@ -46,14 +46,14 @@ reproduce: fetch  ## run the embedded default study end to end (resumes an inter
 	$(VENV)/bin/capsule reproduce --plan $(PLAN)
 
 # The fast tier runs on $(TEST_WORKERS) pytest-xdist workers (most of its time is subprocesses and
-# files, not arithmetic). Of the slow tier, the tests marked `starts` (their time is process and
-# engine starts) run two at a time, and the rest, which generate on the real model, one at a time:
-# two real models generating at once on a 2-core machine slowed one transformers test from 7 s to
-# 147 s, and one busy core beside it made 51 s into 233 s.
+# files, not arithmetic). The slow tier runs on two workers, each pinned to a core of its own
+# (CAPSULE_TEST_PIN_CORES, tests/conftest.py), so two real models never share a core (shared, one
+# transformers test went from 7 s to 147 s) while neither core idles through the other's imports and
+# engine starts; each test file stays on one worker (`--dist loadfile`), so a module fixture that
+# loads a model or makes a run is made once. docs/tests.md and benchmarks/README.md give the figures.
 TEST_WORKERS ?= 2
 FAST_TIER := $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)
-SLOW_TIER := $(PY) -m pytest -q -m "slow and starts" -n 2 --dist loadgroup $(PYTEST_ARGS) && \
-	$(PY) -m pytest -q -m "slow and not starts" $(PYTEST_ARGS)
+SLOW_TIER := CAPSULE_TEST_PIN_CORES=1 $(PY) -m pytest -q -m slow -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test: fetch  ## the whole suite: the fast tier, then real-model integration tests under both backends
 	$(FAST_TIER)

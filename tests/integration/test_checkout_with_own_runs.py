@@ -53,7 +53,7 @@ stage.generate_all = stop
 cli(["reproduce", "--no-progress", "--plan", default_plan().as_posix()])
 """
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts]  # fake backends only: no model runs
+pytestmark = [pytest.mark.slow]  # fake backends only: no model runs
 
 
 def _own_runs(checkout: Path) -> list[Path]:

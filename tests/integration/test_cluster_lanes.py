@@ -5,7 +5,7 @@ the sequential run's, each arm's sidecar naming the node it ran on, the worker n
 the run, the bundle verifying (and refused, signed again, without that manifest or with it edited);
 a lane's worker killed mid-arm loses no row and the rerun resumes.
 Slow (starts: the cluster, and a driver process per run); the cluster is shared by the module, whose
-tests `make test` keeps on one pytest-xdist worker (`--dist loadgroup`)."""
+tests `make test` keeps on one pytest-xdist worker (`--dist loadfile`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from capsule.faults import KILL_AT_ENV
 from capsule.pipeline.resign import sign_again
 from capsule.run_dir import PUBLIC_KEY
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.xdist_group("ray-cluster")]  # one cluster
+pytestmark = [pytest.mark.slow]  # one cluster: `make test-slow` keeps a file on one worker (--dist loadfile)
 SMOKE = "prereg/smoke-v2"
 TIMING = ("elapsed_s",)
 HARDWARE_ARMS = ("hf-fp32-b1", "hf-fp32-b4")

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMMITTED = read_committed_runs(REPO)  # by name: results/ may also hold the user's own runs
 RUNS = [run.path for run in COMMITTED.runs]
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts]  # one core's Python: no model runs
+pytestmark = [pytest.mark.slow]  # one core's Python: no model runs
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[str(run.relative_to(REPO)) for run in RUNS])

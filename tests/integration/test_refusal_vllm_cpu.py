@@ -16,7 +16,7 @@ from capsule.prereg.loader import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 
 def test_a_start_up_failure_in_the_engine_process_reaches_the_caller_in_its_log() -> None:

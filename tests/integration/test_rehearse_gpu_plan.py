@@ -26,7 +26,7 @@ from capsule.evidence.verify import verify_run
 from capsule.prereg.backend_specs import SPECS
 from capsule.prereg.loader import load_plan
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 PLANS = ("prereg/agents-a1-4b-v3", "prereg/agents-a1-4b-v2")  # the newest GPU plan there is
 

@@ -27,7 +27,7 @@ PLAN = "prereg/smoke-suite-v2"
 EVERY_CONTROL_KIND = set(CONTROL_KINDS) - {"cross_device"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # once: `make test-slow` keeps a file on one worker (--dist loadfile)
 def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("smoke-repo")
     shutil.copytree(repo_root / "prereg", root / "prereg")
@@ -49,9 +49,9 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
         assert result.exit_code == 0, result.output + (result.stderr or "")
         runs = sorted(set(plan_runs.iterdir()) - before)
         assert len(runs) == 1
-        yield root, runs[0]
     finally:
-        monkey.undo()
+        monkey.undo()  # before the yield: a session fixture must not leave its directory to others
+    return root, runs[0]
 
 
 def test_analysis_has_every_control_and_comparison_kind(smoke_run: tuple[Path, Path]) -> None:
@@ -90,6 +90,7 @@ def test_second_reproduce_is_a_new_run_and_first_verifies(smoke_run: tuple[Path,
     root, run = smoke_run
     monkey = pytest.MonkeyPatch()
     monkey.chdir(root)
+    monkey.setenv("XDG_CONFIG_HOME", str(root / "config"))
     try:
         ok = CliRunner().invoke(cli, ["verify", str(run)])
         assert ok.exit_code == 0, ok.output + (ok.stderr or "")
@@ -110,6 +111,7 @@ def test_tampered_run_fails_verify(smoke_run: tuple[Path, Path], tmp_path: Path)
     target.write_bytes(bytes(data))
     monkey = pytest.MonkeyPatch()
     monkey.chdir(copy_root)
+    monkey.setenv("XDG_CONFIG_HOME", str(copy_root / "config"))
     try:
         bad = CliRunner().invoke(cli, ["verify", str(copied_run)])
     finally:

@@ -26,7 +26,7 @@ from capsule.faults import KILL_AT_ENV
 from capsule.generation.backends.server_launch import read_record, running
 from capsule.run_dir import RunDir
 
-pytestmark = [pytest.mark.slow, pytest.mark.starts, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 # Enough prompts that the resumed run still has batches to go when its server is killed. The kill
 # comes within 0.2 s of that server's command record saying "running" (before the arm's first answer

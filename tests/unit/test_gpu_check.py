@@ -30,7 +30,6 @@ def test_without_cuda_it_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.starts
 def test_the_check_runs_end_to_end_on_the_cpu_with_a_tiny_stand_in(tmp_path: Path) -> None:
     args = [
         "--device",

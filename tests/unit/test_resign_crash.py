@@ -114,7 +114,6 @@ def test_kill_after_new_documents_is_undone_then_resigned(stale_run: Path, repo_
 
 
 @pytest.mark.slow
-@pytest.mark.starts
 @pytest.mark.parametrize("point", [p for p in POINTS if p != "resign-documents"])
 def test_kill_at_each_resign_step_then_rerun(point: str, stale_run: Path, repo_copy: Path) -> None:
     stderr = _killed_then_repaired(point, stale_run, repo_copy)

@@ -64,7 +64,6 @@ def test_kill_between_envelope_and_ledger_entry_is_finished_by_a_rerun(repo_copy
 
 
 @pytest.mark.slow
-@pytest.mark.starts
 def test_killed_at_every_signing_step_in_turn_each_rerun_resumes_the_run(repo_copy: Path) -> None:
     """One run, killed at each signing step in turn: every rerun resumes the same run directory and
     is killed at the next step, with no ledger entry until the last (killed just after appending it),
