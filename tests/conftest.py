@@ -30,8 +30,8 @@ def _pin_this_worker_to_one_core() -> None:
     os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
-_pin_this_worker_to_one_core()
 SHARED_BESIDE_CHECKOUT = REPO.parent / "shared"  # where CI and our checkouts lay ../shared
+_pin_this_worker_to_one_core()
 
 
 @pytest.fixture(scope="session")

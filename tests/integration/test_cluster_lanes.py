@@ -4,7 +4,7 @@ node started here, each with one CPU and its own custom resource standing for a 
 the sequential run's, each arm's sidecar naming the node it ran on, the worker node's manifest in
 the run, the bundle verifying (and refused, signed again, without that manifest or with it edited);
 a lane's worker killed mid-arm loses no row and the rerun resumes.
-Slow (starts: the cluster, and a driver process per run); the cluster is shared by the module, whose
+Slow (the cluster, and a driver process per run); the cluster is shared by the module, whose
 tests `make test` keeps on one pytest-xdist worker (`--dist loadfile`)."""
 
 from __future__ import annotations

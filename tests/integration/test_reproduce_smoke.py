@@ -50,7 +50,7 @@ def smoke_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
         runs = sorted(set(plan_runs.iterdir()) - before)
         assert len(runs) == 1
     finally:
-        monkey.undo()  # before the yield: a session fixture must not leave its directory to others
+        monkey.undo()  # the tests set their own directory and config; none is left to them
     return root, runs[0]
 
 
